@@ -1,0 +1,161 @@
+"""The embedded default models: their configs, where they live, and how a fresh (untrained) one is built.
+
+These are real transformers architectures at toy size, trained by `python -m core train ...` on the
+procedural world (core/world.py) and committed under assets/models/ so the app runs with no hub access.
+
+    python -m core.embedded        # builds fresh models and prints parameter counts and per-token latency
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2VLImageProcessorPil,
+)
+
+from core import world
+from core.tokenizer import train_tokenizer
+from core.vlm import VisionLanguageModel
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
+EMBEDDED_PATHS = {
+    "target": ASSETS / "target",
+    "text": ASSETS / "text-drafter",
+    "massv-phase1": ASSETS / "massv-phase1",
+    "massv": ASSETS / "massv",
+}
+
+
+@dataclass
+class TargetSize:
+    hidden: int = 192
+    layers: int = 12
+    heads: int = 6
+    kv_heads: int = 2
+    intermediate: int = 768
+    vision_hidden: int = 128
+    vision_depth: int = 2
+    vision_heads: int = 4
+    patch: int = 16
+
+
+@dataclass
+class DrafterSize:
+    hidden: int = 128
+    layers: int = 1
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 512
+
+
+def image_processor(patch: int = 16) -> Qwen2VLImageProcessorPil:
+    # Every image is resized to about 96x96 pixels: 9 visual tokens, so requests stay cheap on a CPU.
+    pixels = world.IMAGE_SIZE * world.IMAGE_SIZE
+    return Qwen2VLImageProcessorPil(
+        patch_size=patch, temporal_patch_size=2, merge_size=2, size={"shortest_edge": pixels, "longest_edge": pixels}
+    )
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    half = head_dim // 2  # the three sections (time, height, width) must cover head_dim / 2
+    t = half // 4
+    h = (half - t) // 2
+    return [t, h, half - t - h]
+
+
+def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguageModel:
+    tokenizer = tokenizer or train_tokenizer()
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")}
+    head_dim = size.hidden // size.heads
+    config = Qwen2_5_VLConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            hidden_size=size.hidden,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            intermediate_size=size.intermediate,
+            max_position_embeddings=4096,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": _mrope_section(head_dim)},
+            tie_word_embeddings=True,
+            bos_token_id=None,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        ),
+        vision_config=dict(
+            depth=size.vision_depth,
+            hidden_size=size.vision_hidden,
+            intermediate_size=size.vision_hidden * 2,
+            num_heads=size.vision_heads,
+            out_hidden_size=size.hidden,
+            patch_size=size.patch,
+            window_size=world.IMAGE_SIZE * 2,
+            fullatt_block_indexes=[size.vision_depth - 1],
+        ),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    model = Qwen2_5_VLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return VisionLanguageModel(model, tokenizer, image_processor(size.patch))
+
+
+def new_text_drafter(tokenizer, size: DrafterSize = DrafterSize()) -> Qwen2ForCausalLM:
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=size.hidden,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        intermediate_size=size.intermediate,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def save_vlm(vlm: VisionLanguageModel, path: Path) -> None:
+    """A normal HF directory (config, bf16 safetensors, tokenizer, image processor)."""
+    path.mkdir(parents=True, exist_ok=True)
+    vlm.model.to(torch.bfloat16).save_pretrained(path)
+    vlm.model.float()
+    vlm.tokenizer.save_pretrained(path)
+    vlm.image_processor.save_pretrained(path)
+
+
+@torch.no_grad()
+def decode_step_ms(model, n: int = 30, **extra) -> float:
+    """Median wall time of one cached single-token forward: what a decode step costs."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    model(input_ids=torch.randint(0, 100, (1, 32)), cache=cache, use_cache=True, **extra)
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        model(input_ids=torch.randint(0, 100, (1, 1)), cache=cache, use_cache=True)
+        times.append(time.perf_counter() - t0)
+        cache.crop(-1)
+    return sorted(times)[n // 2] * 1e3
+
+
+if __name__ == "__main__":
+    target = new_target()
+    drafter = new_text_drafter(target.tokenizer)
+    for name, m in (("target", target.model), ("text drafter", drafter)):
+        print(f"{name}: {sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params, {decode_step_ms(m):.2f} ms/token")

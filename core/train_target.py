@@ -1,0 +1,165 @@
+"""Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
+
+    python -m core train target [--steps N] [--batch B] [--lr LR] [--out DIR]
+
+Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for speed: a one-cycle LR with
+a high peak, task sampling weighted by each family's running loss (hard families get more batches), loss on
+answer tokens only, and images aligned with the visual tokens (core/world.py). It resumes nothing: a run
+takes about an hour on 2 CPU cores and a few minutes on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import get_cosine_schedule_with_warmup
+
+from core import world
+from core.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
+from core.vlm import VisionLanguageModel
+
+
+@dataclass
+class TargetTrainConfig:
+    steps: int = 3000
+    batch: int = 32
+    lr: float = 2e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    seed: int = 0
+    out: str = str(EMBEDDED_PATHS["target"])
+    eval_every: int = 250
+    eval_n: int = 48
+
+
+def answer_batch(vlm: VisionLanguageModel, batch: list[world.Sample], with_image: bool = True) -> dict:
+    """Prompt + answer + end-of-turn, right-padded; labels only on the answer (what the model must produce)."""
+    tok = vlm.tokenizer
+    rows, labels, types = [], [], []
+    pixels = None
+    if with_image:
+        pixels = vlm.image_processor(images=[s.image for s in batch], return_tensors="pt")
+        per_image = (pixels["image_grid_thw"].prod(-1) // vlm.image_processor.merge_size**2).tolist()
+    for i, s in enumerate(batch):
+        text = vlm.prompt_text(s.prompt, with_image)
+        if with_image:
+            text = text.replace(vlm.image_token, vlm.image_token * per_image[i], 1)
+        prompt_ids = tok(text)["input_ids"]
+        answer_ids = tok(s.answer)["input_ids"] + [tok.eos_token_id]
+        rows.append(prompt_ids + answer_ids)
+        labels.append([-100] * len(prompt_ids) + answer_ids)
+        types.append([int(t == vlm.image_token_id) for t in prompt_ids] + [0] * len(answer_ids))
+    width = max(map(len, rows))
+    pad = lambda xs, v: [x + [v] * (width - len(x)) for x in xs]  # noqa: E731
+    out = {
+        "input_ids": torch.tensor(pad(rows, tok.pad_token_id)),
+        "labels": torch.tensor(pad(labels, -100)),
+        "attention_mask": torch.tensor(pad([[1] * len(r) for r in rows], 0)),
+    }
+    if with_image:
+        out |= {
+            "mm_token_type_ids": torch.tensor(pad(types, 0)),
+            "pixel_values": pixels["pixel_values"],
+            "image_grid_thw": pixels["image_grid_thw"],
+        }
+    return out
+
+
+def per_sample_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    shift_logits, shift_labels = logits[:, :-1].float(), labels[:, 1:]
+    loss = torch.nn.functional.cross_entropy(
+        shift_logits.transpose(1, 2), shift_labels, ignore_index=-100, reduction="none"
+    )
+    mask = shift_labels != -100
+    return (loss * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
+class TaskSampler:
+    """Draws tasks in proportion to their running loss, so the families still being learned get the batches."""
+
+    def __init__(self, tasks=world.TASKS, floor: float = 0.1, seed: int = 0):
+        self.loss = {t: 1.0 for t in tasks}
+        self.floor = floor
+        self.rng = random.Random(seed)
+
+    def draw(self, n: int) -> list[str]:
+        weights = [max(v, self.floor) for v in self.loss.values()]
+        return self.rng.choices(list(self.loss), weights=weights, k=n)
+
+    def update(self, tasks: list[str], losses: torch.Tensor) -> None:
+        for task in set(tasks):
+            mean = float(losses[[i for i, t in enumerate(tasks) if t == task]].mean())
+            self.loss[task] = 0.9 * self.loss[task] + 0.1 * mean
+
+
+def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLanguageModel:
+    from core.evaluate import exact_match
+
+    torch.manual_seed(cfg.seed)
+    vlm = new_target(size)
+    model = vlm.model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
+    sampler = TaskSampler(seed=cfg.seed)
+    log = []
+    start = time.time()
+    index = 0
+    for step in range(1, cfg.steps + 1):
+        tasks = sampler.draw(cfg.batch)
+        batch = [world.sample("train", index + i, t) for i, t in enumerate(tasks)]
+        index += cfg.batch
+        inputs = answer_batch(vlm, batch)
+        labels = inputs.pop("labels")
+        logits = model(**inputs).logits
+        losses = per_sample_loss(logits, labels)
+        loss = losses.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        sampler.update(tasks, losses.detach())
+        if step % 25 == 0:
+            print(f"step {step} loss {loss.item():.3f} per-task {({k: round(v, 3) for k, v in sampler.loss.items()})} "
+                  f"{time.time() - start:.0f}s", flush=True)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            model.eval()
+            acc = exact_match(vlm, world.samples("heldout", cfg.eval_n, start=10_000))
+            model.train()
+            log.append({"step": step, "seconds": round(time.time() - start), "loss": loss.item(), **acc})
+            print("eval", json.dumps(log[-1]), flush=True)
+            save_vlm(vlm, Path(cfg.out))
+    model.eval()
+    out = Path(cfg.out)
+    save_vlm(vlm, out)
+    (out / "training_log.json").write_text(
+        json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log}, indent=1)
+    )
+    return vlm
+
+
+def run(args) -> None:
+    cfg = TargetTrainConfig(**{k: v for k, v in vars(args).items() if k in TargetTrainConfig.__dataclass_fields__ and v is not None})
+    train(cfg)
+
+
+if __name__ == "__main__":  # quick timing probe: python -m core.train_target
+    vlm = new_target()
+    model = vlm.model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for i in range(4):
+        t0 = time.time()
+        inputs = answer_batch(vlm, world.samples("train", 32, start=i * 32))
+        t1 = time.time()
+        labels = inputs.pop("labels")
+        loss = per_sample_loss(model(**inputs).logits, labels).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"data {t1 - t0:.2f}s step {time.time() - t1:.2f}s shape {tuple(inputs['input_ids'].shape)} loss {loss.item():.2f} {math.exp(0):.0f}")

@@ -1,0 +1,149 @@
+"""The target VLM: a transformers vision-language model plus its tokenizer and image processor.
+
+Per-family differences (model class, image processor, placeholder token) live in one adapter table,
+`VLM_FAMILIES`; everything else (prompt building, image encoding, 3-D rotary positions) is shared, so the
+embedded Qwen2.5-VL and a hub `Qwen/Qwen2.5-VL-7B-Instruct` take the same path.
+
+    python -m core.vlm assets/models/target     # loads a target and prints one prepared request's shapes
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2VLForConditionalGeneration,
+    Qwen2VLImageProcessorPil,
+)
+
+
+@dataclass(frozen=True)
+class VLMFamily:
+    model_class: type[PreTrainedModel]
+    image_processor_class: type
+    image_token: str = "<|image_pad|>"
+
+
+# The PIL image processor: the default one needs torchvision, which CPU installs here do not have.
+VLM_FAMILIES = {
+    "qwen2_5_vl": VLMFamily(Qwen2_5_VLForConditionalGeneration, Qwen2VLImageProcessorPil),
+    "qwen2_vl": VLMFamily(Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil),
+}
+
+
+@dataclass
+class Request:
+    """One prompt, tokenised for the target, plus the text-only view drafters without eyes get."""
+
+    input_ids: torch.Tensor  # [1, L] with the image placeholders expanded
+    mm_token_type_ids: torch.Tensor  # [1, L]: 1 where an image feature goes
+    pixel_values: torch.Tensor | None
+    image_grid_thw: torch.Tensor | None
+    text_ids: torch.Tensor  # [1, L'] the same prompt without the image
+
+    @property
+    def image_mask(self) -> torch.Tensor:
+        return self.mm_token_type_ids[0].bool()
+
+
+class VisionLanguageModel:
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, image_processor):
+        family = VLM_FAMILIES.get(model.config.model_type)
+        if family is None:
+            raise ValueError(
+                f"unsupported VLM type {model.config.model_type!r}; supported: {sorted(VLM_FAMILIES)}"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        self.image_token_id = tokenizer.convert_tokens_to_ids(family.image_token)
+        self.image_token = family.image_token
+        self.eos_token_ids = _eos_ids(model, tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, **kwargs) -> VisionLanguageModel:
+        config = AutoConfig.from_pretrained(path)
+        family = VLM_FAMILIES.get(config.model_type)
+        if family is None:
+            raise ValueError(f"{path}: unsupported VLM type {config.model_type!r}; supported: {sorted(VLM_FAMILIES)}")
+        model = family.model_class.from_pretrained(path, dtype=dtype, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        image_processor = family.image_processor_class.from_pretrained(path)
+        return cls(model, tokenizer, image_processor)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def text_config(self):
+        return self.model.config.get_text_config()
+
+    def prompt_text(self, prompt: str, with_image: bool) -> str:
+        content = ([{"type": "image"}] if with_image else []) + [{"type": "text", "text": prompt}]
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+        )
+
+    def prepare(self, image: Image.Image | None, prompt: str) -> Request:
+        text_ids = self.tokenizer(self.prompt_text(prompt, False), return_tensors="pt")["input_ids"]
+        if image is None:
+            ids = text_ids
+            return Request(ids, torch.zeros_like(ids), None, None, text_ids)
+        pixels = self.image_processor(images=[image.convert("RGB")], return_tensors="pt")
+        grid = pixels["image_grid_thw"]
+        n_features = int(grid.prod()) // self.image_processor.merge_size**2
+        text = self.prompt_text(prompt, True).replace(self.image_token, self.image_token * n_features, 1)
+        ids = self.tokenizer(text, return_tensors="pt")["input_ids"]
+        mm = (ids == self.image_token_id).long()
+        return Request(ids, mm, pixels["pixel_values"], grid, text_ids)
+
+    @torch.no_grad()
+    def encode_image(self, request: Request):
+        """The vision tower's output, computed once per request and reused by the target and image-aware drafters."""
+        if request.pixel_values is None:
+            return None
+        return self.model.get_image_features(
+            request.pixel_values.to(self.device), request.image_grid_thw.to(self.device), return_dict=True
+        )
+
+    def rope_positions(self, request: Request) -> tuple[torch.Tensor, int]:
+        """3-D rotary positions of the prompt, [4, 1, L] (text positions first), and the offset for later tokens."""
+        ids = request.input_ids
+        text = torch.arange(ids.shape[1]).view(1, 1, -1)
+        if request.image_grid_thw is None:
+            return torch.cat([text, text.expand(3, 1, -1)]), 0
+        mrope, delta = self.model.model.get_rope_index(
+            ids, mm_token_type_ids=request.mm_token_type_ids, image_grid_thw=request.image_grid_thw
+        )
+        return torch.cat([text, mrope]), int(delta.view(-1)[0])
+
+
+def decode_positions(start: int, length: int, rope_delta: int) -> torch.Tensor:
+    """[4, 1, length] positions for tokens that follow the prompt (rotary position = text position + delta)."""
+    text = torch.arange(start, start + length).view(1, 1, -1)
+    return torch.cat([text, (text + rope_delta).expand(3, 1, -1)])
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    ids = model.generation_config.eos_token_id if model.generation_config is not None else None
+    ids = ids if isinstance(ids, list) else [ids]
+    return {i for i in ids + [tokenizer.eos_token_id] if i is not None}
+
+
+if __name__ == "__main__":
+    from core import world
+
+    vlm = VisionLanguageModel.from_pretrained(sys.argv[1] if len(sys.argv) > 1 else "assets/models/target")
+    s = world.sample("heldout", 0)
+    r = vlm.prepare(s.image, s.prompt)
+    print(r.input_ids.shape, r.pixel_values.shape, r.image_grid_thw.tolist(), int(r.mm_token_type_ids.sum()))
