@@ -10,8 +10,10 @@ from core.embedded import EMBEDDED_PATHS
 def _train(args) -> None:
     if args.what == "target":
         from core.train_target import run
-    else:
+    elif args.what == "text-drafter":
         from core.train_drafter import run
+    else:
+        from core.train_massv import run
     run(args)
 
 
@@ -21,17 +23,46 @@ def _eval_target(args) -> None:
     run(args)
 
 
+def _generate(args) -> None:
+    from core.generate import run
+
+    run(args)
+
+
+def _bench_spec(args) -> None:
+    from core.bench_spec import run
+
+    run(args)
+
+
+def _add_decoding_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="embedded", help="'embedded' or a local model directory")
+    p.add_argument("--gamma", type=int, default=4, help="draft length per round")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0, help="0 disables top-k")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train an embedded model")
-    train.add_argument("what", choices=["target", "text-drafter"])
+    train.add_argument("what", choices=["target", "text-drafter", "massv"])
     train.add_argument("--steps", type=int)
     train.add_argument("--batch", type=int)
     train.add_argument("--lr", type=float)
     train.add_argument("--seed", type=int)
     train.add_argument("--out")
+    train.add_argument("--target", help="target whose tokenizer (and outputs) a drafter trains on")
+    train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
+    train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
+    train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")
+    train.add_argument("--prompts", type=int, help="massv phase 2: training prompts the target answers")
+    train.add_argument("--samples-per-prompt", dest="samples_per_prompt", type=int)
+    train.add_argument("--temperature", type=float, help="massv phase 2: the target's sampling temperature")
     train.set_defaults(func=_train)
 
     ev = sub.add_parser("eval-target", help="exact match of the target on held-out world samples")
@@ -39,6 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--n", type=int, default=200)
     ev.add_argument("--json")
     ev.set_defaults(func=_eval_target)
+
+    gen = sub.add_parser("generate", help="generate for one image and prompt, optionally with a drafter")
+    gen.add_argument("--image", help="image file (omit for a text-only prompt)")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--drafter", default="none", help="none, text, ...")
+    gen.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_decoding_options(gen)
+    gen.set_defaults(func=_generate)
+
+    bench = sub.add_parser("bench-spec", help="tau / acceptance / speedup of drafters on held-out world samples")
+    bench.add_argument("--drafters", default="text", help="comma-separated drafter names")
+    bench.add_argument("--n", type=int, default=40)
+    bench.add_argument("--tasks", help="comma-separated task families (default: all)")
+    bench.add_argument("--json", help="write the report here too")
+    _add_decoding_options(bench)
+    bench.set_defaults(func=_bench_spec)
     return parser
 
 

@@ -49,11 +49,11 @@ class TargetSize:
 
 @dataclass
 class DrafterSize:
-    hidden: int = 128
+    hidden: int = 192
     layers: int = 1
-    heads: int = 4
+    heads: int = 6
     kv_heads: int = 2
-    intermediate: int = 512
+    intermediate: int = 768
 
 
 def image_processor(patch: int = 16) -> Qwen2VLImageProcessorPil:

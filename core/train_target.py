@@ -22,39 +22,39 @@ from transformers import get_cosine_schedule_with_warmup
 
 from core import world
 from core.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
-from core.vlm import VisionLanguageModel
+from core.vlm import VisionLanguageModel, chat_prompt
 
 
 @dataclass
 class TargetTrainConfig:
-    steps: int = 3000
-    batch: int = 32
+    steps: int = 2000
+    batch: int = 24
     lr: float = 2e-3
     warmup: int = 100
     weight_decay: float = 0.01
     seed: int = 0
     out: str = str(EMBEDDED_PATHS["target"])
-    eval_every: int = 250
-    eval_n: int = 48
+    eval_every: int = 300
+    eval_n: int = 40
 
 
-def answer_batch(vlm: VisionLanguageModel, batch: list[world.Sample], with_image: bool = True) -> dict:
-    """Prompt + answer + end-of-turn, right-padded; labels only on the answer (what the model must produce)."""
-    tok = vlm.tokenizer
+def answer_batch(tok, batch: list[world.Sample], vlm: VisionLanguageModel | None = None) -> dict:
+    """Prompt + answer + end-of-turn, right-padded; labels only on the answer (what the model must produce).
+    With a `vlm`, the images go in through its image processor; without, the prompts are text-only."""
+    with_image = vlm is not None
     rows, labels, types = [], [], []
-    pixels = None
     if with_image:
         pixels = vlm.image_processor(images=[s.image for s in batch], return_tensors="pt")
         per_image = (pixels["image_grid_thw"].prod(-1) // vlm.image_processor.merge_size**2).tolist()
     for i, s in enumerate(batch):
-        text = vlm.prompt_text(s.prompt, with_image)
+        text = chat_prompt(tok, s.prompt, with_image)
         if with_image:
             text = text.replace(vlm.image_token, vlm.image_token * per_image[i], 1)
         prompt_ids = tok(text)["input_ids"]
         answer_ids = tok(s.answer)["input_ids"] + [tok.eos_token_id]
         rows.append(prompt_ids + answer_ids)
         labels.append([-100] * len(prompt_ids) + answer_ids)
-        types.append([int(t == vlm.image_token_id) for t in prompt_ids] + [0] * len(answer_ids))
+        types.append([int(with_image and t == vlm.image_token_id) for t in prompt_ids] + [0] * len(answer_ids))
     width = max(map(len, rows))
     pad = lambda xs, v: [x + [v] * (width - len(x)) for x in xs]  # noqa: E731
     out = {
@@ -114,7 +114,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         tasks = sampler.draw(cfg.batch)
         batch = [world.sample("train", index + i, t) for i, t in enumerate(tasks)]
         index += cfg.batch
-        inputs = answer_batch(vlm, batch)
+        inputs = answer_batch(vlm.tokenizer, batch, vlm)
         labels = inputs.pop("labels")
         logits = model(**inputs).logits
         losses = per_sample_loss(logits, labels)
@@ -155,7 +155,7 @@ if __name__ == "__main__":  # quick timing probe: python -m core.train_target
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for i in range(4):
         t0 = time.time()
-        inputs = answer_batch(vlm, world.samples("train", 32, start=i * 32))
+        inputs = answer_batch(vlm.tokenizer, world.samples("train", 32, start=i * 32), vlm)
         t1 = time.time()
         labels = inputs.pop("labels")
         loss = per_sample_loss(model(**inputs).logits, labels).mean()

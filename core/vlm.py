@@ -89,10 +89,7 @@ class VisionLanguageModel:
         return self.model.config.get_text_config()
 
     def prompt_text(self, prompt: str, with_image: bool) -> str:
-        content = ([{"type": "image"}] if with_image else []) + [{"type": "text", "text": prompt}]
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
-        )
+        return chat_prompt(self.tokenizer, prompt, with_image)
 
     def prepare(self, image: Image.Image | None, prompt: str) -> Request:
         text_ids = self.tokenizer(self.prompt_text(prompt, False), return_tensors="pt")["input_ids"]
@@ -126,6 +123,14 @@ class VisionLanguageModel:
             ids, mm_token_type_ids=request.mm_token_type_ids, image_grid_thw=request.image_grid_thw
         )
         return torch.cat([text, mrope]), int(delta.view(-1)[0])
+
+
+def chat_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, with_image: bool) -> str:
+    """One user turn through the model's own chat template, ready for the assistant's answer."""
+    content = ([{"type": "image"}] if with_image else []) + [{"type": "text", "text": prompt}]
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+    )
 
 
 def decode_positions(start: int, length: int, rope_delta: int) -> torch.Tensor:

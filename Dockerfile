@@ -1,0 +1,14 @@
+# Speculum on CPU: the embedded default models, served on port 7860 (Hugging Face Spaces' Docker port).
+FROM python:3.11-slim
+ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 GRADIO_SERVER_NAME=0.0.0.0 PORT=7860 HF_HUB_OFFLINE=1
+WORKDIR /app
+# CPU torch first, so nothing below pulls a CUDA build.
+RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+COPY pyproject.toml README.md ./
+COPY core core
+COPY ui ui
+RUN pip install .
+COPY app.py ./
+COPY assets assets
+EXPOSE 7860
+CMD ["python", "app.py"]

@@ -1,0 +1,11 @@
+"""Speculum: start the Gradio app on the embedded default models.
+
+    python app.py            # http://127.0.0.1:7860
+"""
+
+import os
+
+from ui.app import launch
+
+if __name__ == "__main__":
+    launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=int(os.environ.get("PORT", 7860)))

@@ -1,0 +1,140 @@
+"""Speculative decoding benchmark on held-out world samples: tau, acceptance, wall-clock speedup over AR.
+
+    python -m core bench-spec --drafters text --n 40 --gamma 4 --json runs/bench_spec.json
+
+Every sample runs plain autoregressive decoding and each drafter back to back, in the same process, so the
+speedup is a ratio measured under the same machine noise. Definitions (vLLM's):
+  tau                     tokens emitted per target forward, the bonus token included (AR: 1.0)
+  acceptance_rate         accepted drafts / drafted tokens
+  per_position_acceptance P(draft i accepted), over rounds that drafted at least i+1 tokens
+  speedup                 AR wall time / drafter wall time over the same samples
+  lossless_mismatches     greedy outputs that differ from AR (must be 0; null when sampling)
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from core import world
+from core.engine import Generation, SpeculativeEngine
+from core.registry import load_drafter, load_target
+from core.sampling import SamplingConfig
+
+
+def _stats(gens: list[Generation], ar_seconds: float) -> dict:
+    tokens = sum(g.new_tokens for g in gens)
+    seconds = sum(g.seconds for g in gens)
+    rounds = [r for g in gens for r in g.rounds if r.drafted]
+    drafted = sum(len(r.drafted) for r in rounds)
+    accepted = sum(r.accepted for r in rounds)
+    depth = max((len(r.drafted) for r in rounds), default=0)
+    per_position = [
+        sum(r.accepted > i for r in rounds if len(r.drafted) > i) / max(1, sum(len(r.drafted) > i for r in rounds))
+        for i in range(depth)
+    ]
+    return {
+        "tau": tokens / sum(g.target_forwards for g in gens),
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "per_position_acceptance": per_position,
+        "mean_accepted_length": 1 + accepted / len(rounds) if rounds else 1.0,
+        "speedup": ar_seconds / seconds,
+        "tokens_per_s": tokens / seconds,
+        "tokens": tokens,
+        "seconds": seconds,
+    }
+
+
+def _hf_assisted(target, drafter, sample) -> dict:
+    """transformers' own assisted generation on the same pair, where it runs at all."""
+    request = target.prepare(sample.image, sample.prompt)
+    try:
+        target.model.generate(
+            input_ids=request.input_ids, attention_mask=torch.ones_like(request.input_ids),
+            mm_token_type_ids=request.mm_token_type_ids, pixel_values=request.pixel_values,
+            image_grid_thw=request.image_grid_thw, assistant_model=drafter.model, max_new_tokens=8, do_sample=False,
+        )
+    except Exception as exc:  # report, don't crash the benchmark: this is transformers' limitation
+        return {"supported": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return {"supported": True}
+
+
+def bench(
+    drafters: list[str],
+    n: int = 40,
+    gamma: int = 4,
+    sampling: SamplingConfig = SamplingConfig(),
+    tasks: tuple[str, ...] = world.TASKS,
+    max_new_tokens: int = 64,
+    model: str = "embedded",
+    seed: int = 0,
+) -> dict:
+    target = load_target(model)
+    engine = SpeculativeEngine(target)
+    loaded = {name: load_drafter(name, model) for name in drafters}
+    samples = world.samples("heldout", n, tasks)
+    kwargs = dict(sampling=sampling, max_new_tokens=max_new_tokens, seed=seed)
+    warm = samples[0]
+    for d in [None, *loaded.values()]:
+        engine.generate(warm.image, warm.prompt, d, gamma=gamma, **kwargs)
+
+    ar: list[Generation] = []
+    runs: dict[str, list[Generation]] = defaultdict(list)
+    for s in samples:
+        ar.append(engine.generate(s.image, s.prompt, None, **kwargs))
+        for name, d in loaded.items():
+            runs[name].append(engine.generate(s.image, s.prompt, d, gamma=gamma, **kwargs))
+
+    ar_seconds = sum(g.seconds for g in ar)
+    ar_tokens = sum(g.new_tokens for g in ar)
+    report = {
+        "config": {
+            "model": model, "n": n, "gamma": gamma, "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "top_k": sampling.top_k, "tasks": list(tasks), "max_new_tokens": max_new_tokens, "seed": seed,
+            "torch_threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
+        },
+        "ar": {"tokens_per_s": ar_tokens / ar_seconds, "tokens": ar_tokens, "seconds": ar_seconds},
+        "drafters": {},
+    }
+    by_task = defaultdict(list)
+    for i, s in enumerate(samples):
+        by_task[s.task].append(i)
+    for name, gens in runs.items():
+        entry = _stats(gens, ar_seconds)
+        entry["lossless_mismatches"] = (
+            sum(g.token_ids != a.token_ids for g, a in zip(gens, ar)) if sampling.greedy else None
+        )
+        entry["per_task"] = {
+            task: {k: v for k, v in _stats([gens[i] for i in idx], sum(ar[i].seconds for i in idx)).items()
+                   if k in ("tau", "speedup", "acceptance_rate")}
+            for task, idx in by_task.items()
+        }
+        if hasattr(loaded[name], "model"):
+            entry["hf_assisted"] = _hf_assisted(target, loaded[name], warm)
+        report["drafters"][name] = entry
+    return report
+
+
+def run(args) -> None:
+    t0 = time.time()
+    report = bench(
+        drafters=[d for d in args.drafters.split(",") if d],
+        n=args.n,
+        gamma=args.gamma,
+        sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),
+        tasks=tuple(args.tasks.split(",")) if args.tasks else world.TASKS,
+        max_new_tokens=args.max_new_tokens,
+        model=args.model,
+        seed=args.seed,
+    )
+    report["wall_seconds"] = round(time.time() - t0, 1)
+    text = json.dumps(report, indent=1)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text)
+    print(text)

@@ -1,0 +1,101 @@
+"""The `Drafter` protocol every drafter implements, and the text-only drafter (the baseline).
+
+A drafter is shared by all requests; `start(session)` returns a per-request `DraftRun` holding that request's
+caches, so concurrent requests never share state. `DraftRun.propose(session, gamma)` drafts gamma tokens that
+continue `session.generated`, drawing each from the distribution it returns (so the engine's acceptance rule
+stays lossless).
+
+Cache rollback is generic: a run remembers which tokens its KV cache holds, and on each proposal crops the cache
+to the longest prefix shared with the committed sequence and feeds the rest. Rejected drafts vanish; accepted ones
+are never recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache, PreTrainedModel
+
+from core.sampling import distribution, sample
+
+if TYPE_CHECKING:
+    from core.engine import Session
+
+
+@dataclass
+class DraftProposal:
+    tokens: list[int]  # gamma drafted ids
+    probs: torch.Tensor  # [gamma, V] the distributions they were drawn from
+
+
+class DraftRun(Protocol):
+    def propose(self, session: Session, gamma: int) -> DraftProposal: ...
+
+
+class Drafter(Protocol):
+    name: str
+
+    def start(self, session: Session) -> DraftRun: ...
+
+
+class CachedPrefix:
+    """A KV cache plus the token ids it holds; `feed` keeps the two in step and crops to a shared prefix."""
+
+    def __init__(self, model: PreTrainedModel):
+        self.cache = DynamicCache(config=model.config)
+        self.held: list[int] = []
+
+    def pending(self, sequence: list[int]) -> list[int]:
+        """Crop to the longest common prefix with `sequence` and return what still has to be fed (>= 1 token,
+        since a proposal needs the logits after the last one)."""
+        keep = 0
+        limit = min(len(self.held), len(sequence) - 1)
+        while keep < limit and self.held[keep] == sequence[keep]:
+            keep += 1
+        if keep < len(self.held):
+            self.cache.crop(keep - len(self.held))
+            del self.held[keep:]
+        return sequence[keep:]
+
+
+class TextDraftRun:
+    """Drafting with a causal LM over token ids; `prefix` may arrive already holding a prefilled prompt."""
+
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], prefix: CachedPrefix | None = None):
+        self.model = model
+        self.prompt_ids = prompt_ids
+        self.prefix = prefix or CachedPrefix(model)
+
+    @torch.no_grad()
+    def propose(self, session: Session, gamma: int) -> DraftProposal:
+        tokens, probs = [], []
+        feed = self.prefix.pending(self.prompt_ids + session.generated)
+        for _ in range(gamma):
+            logits = self.model(
+                input_ids=torch.tensor([feed], device=self.model.device), cache=self.prefix.cache, use_cache=True
+            ).logits[0, -1:]
+            self.prefix.held += feed
+            q = distribution(logits, session.sampling)[0]
+            token = sample(q, session.sampling, session.generator)
+            tokens.append(token)
+            probs.append(q)
+            feed = [token]
+        return DraftProposal(tokens, torch.stack(probs))
+
+
+class TextDrafter:
+    """A small causal LM sharing the target's tokenizer that never sees the image."""
+
+    def __init__(self, model: PreTrainedModel, name: str = "text"):
+        self.model = model.eval()
+        self.name = name
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, name: str = "text", dtype: torch.dtype = torch.float32) -> TextDrafter:
+        return cls(AutoModelForCausalLM.from_pretrained(path, dtype=dtype), name)
+
+    def start(self, session: Session) -> TextDraftRun:
+        return TextDraftRun(self.model, session.request.text_ids[0].tolist())

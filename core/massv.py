@@ -1,0 +1,90 @@
+"""MASSV drafter (arXiv 2505.10526): a small LM that sees the image through the target's own vision encoder.
+
+    drafter = MassvDrafter.from_pretrained("assets/models/massv")      # LM + projector
+    engine.generate(image, prompt, drafter)
+
+The small LM (initialised from the text-only drafter) gets a trainable projector, a 2-layer MLP with GELU, from
+the width of the target's visual features (`vision_config.out_hidden_size`) to its own hidden size. At inference
+the features the target already computed for the request (`session.image_features`) are reused: no second vision
+pass. The projected features replace the LM's embeddings at the image placeholder positions of the same prompt
+the target sees. Training (two phases) is in core/train_massv.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from core.drafters import CachedPrefix, TextDraftRun
+
+PROJECTOR_FILE = "projector.safetensors"
+MASSV_CONFIG = "massv_config.json"
+
+
+class Projector(nn.Sequential):
+    def __init__(self, vision_width: int, hidden: int):
+        super().__init__(nn.Linear(vision_width, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+
+
+def visual_features(image_features) -> torch.Tensor | None:
+    """The target vision tower's output for a request as one [n_visual_tokens, width] tensor."""
+    if image_features is None:
+        return None
+    return torch.cat(image_features.pooler_output, dim=0)
+
+
+def multimodal_embeds(lm: PreTrainedModel, projector: Projector, input_ids: torch.Tensor,
+                      image_mask: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+    """Token embeddings with the projected visual features scattered into the image placeholder positions."""
+    embeds = lm.get_input_embeddings()(input_ids)
+    if features is None:
+        return embeds
+    projected = projector(features.to(embeds.dtype))
+    return embeds.masked_scatter(image_mask.unsqueeze(-1).to(embeds.device), projected)
+
+
+class MassvDrafter:
+    def __init__(self, lm: PreTrainedModel, projector: Projector, name: str = "massv"):
+        self.model = lm.eval()
+        self.projector = projector.eval()
+        self.name = name
+
+    @classmethod
+    def from_text_drafter(cls, lm: PreTrainedModel, vision_width: int, name: str = "massv") -> MassvDrafter:
+        return cls(lm, Projector(vision_width, lm.config.hidden_size), name)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, name: str = "massv", dtype: torch.dtype = torch.float32) -> MassvDrafter:
+        path = Path(path)
+        config = json.loads((path / MASSV_CONFIG).read_text())
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        projector = Projector(config["vision_width"], lm.config.hidden_size)
+        projector.load_state_dict(load_file(path / PROJECTOR_FILE))
+        return cls(lm, projector.to(dtype), name)
+
+    def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
+        path = Path(path)
+        self.model.to(torch.bfloat16).save_pretrained(path)
+        self.model.float()
+        save_file({k: v.to(torch.bfloat16).contiguous() for k, v in self.projector.state_dict().items()},
+                  path / PROJECTOR_FILE)
+        vision_width = self.projector[0].in_features
+        (path / MASSV_CONFIG).write_text(json.dumps({"vision_width": vision_width, **(metadata or {})}, indent=1))
+
+    @torch.no_grad()
+    def start(self, session) -> TextDraftRun:
+        """Prefill the prompt (image features included) once; later tokens go through the plain token path."""
+        request = session.request
+        ids = request.input_ids.to(self.model.device)
+        prefix = CachedPrefix(self.model)
+        embeds = multimodal_embeds(self.model, self.projector, ids[:, :-1], request.image_mask[:-1].unsqueeze(0),
+                                   visual_features(session.image_features))
+        self.model(inputs_embeds=embeds, cache=prefix.cache, use_cache=True)
+        prompt_ids = ids[0].tolist()
+        prefix.held = prompt_ids[:-1]
+        return TextDraftRun(self.model, prompt_ids, prefix)

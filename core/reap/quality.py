@@ -1,0 +1,132 @@
+"""Quality of a (pruned) MoE per domain: held-out perplexity and a generative exact-match task each.
+
+  code   next-line completion: given the file so far, greedily write the next line (short lines only)
+  prose  next-word completion in a held-out docstring
+  math   the answer of a held-out addition or subtraction, after three solved examples
+
+Everything is drawn from the held-out split with a fixed seed, so every model sees the same items.
+
+    python -m core.reap.quality [--model DIR]     # prints {domain: {"ppl", "acc"}} (default: embedded MoE)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from core.reap import data
+
+
+@dataclass(frozen=True)
+class Item:
+    prompt: str
+    answer: str
+
+
+@dataclass
+class QualityConfig:
+    ppl_windows: int = 16
+    seq_len: int = 128
+    task_items: int = 64
+    seed: int = 0
+
+
+@torch.no_grad()
+def perplexity(model, windows: torch.Tensor, batch: int = 16) -> float:
+    total, count = 0.0, 0
+    for chunk in windows.split(batch):
+        logits = model(input_ids=chunk).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="sum")
+        total, count = total + nll.item(), count + chunk[:, 1:].numel()
+    return math.exp(total / count)
+
+
+def _code_items(rng: random.Random, n: int) -> list[Item]:
+    candidates = []
+    for src in data.texts("code", "heldout"):
+        lines = src.split("\n")
+        for i in range(8, len(lines)):
+            if 6 <= len(lines[i].strip()) <= 40:
+                # The prompt stops at the end of the previous line: the model writes the newline itself,
+                # exactly as byte-level BPE tokenised it during training.
+                candidates.append(Item("\n".join(lines[max(0, i - 12):i])[-400:], lines[i].rstrip()))
+    return rng.sample(candidates, n)
+
+
+def _prose_items(rng: random.Random, n: int) -> list[Item]:
+    candidates = []
+    for doc in data.texts("prose", "heldout"):
+        for m in re.finditer(r" ([A-Za-z]{3,})\b", doc):
+            if m.start() >= 80:
+                candidates.append(Item(doc[max(0, m.start() - 300):m.start()], m.group(1)))
+    return rng.sample(candidates, n)
+
+
+def _math_items(rng: random.Random, n: int) -> list[Item]:
+    lines = [line for doc in data.texts("math", "heldout") for line in doc.split("\n")]
+    items = []
+    for _ in range(n):
+        shots = rng.sample(lines, 4)
+        question, answer = shots[-1].split("=")
+        items.append(Item("\n".join(shots[:-1]) + f"\n{question}=", answer))
+    return items
+
+
+@lru_cache(maxsize=4)
+def task_items(domain: str, n: int, seed: int = 0) -> tuple[Item, ...]:
+    makers = {"code": _code_items, "prose": _prose_items, "math": _math_items}
+    return tuple(makers[domain](random.Random(f"{domain}/{seed}"), n))
+
+
+def _extract(domain: str, text: str) -> str:
+    if domain == "code":  # the first line the model wrote after the newline
+        return text.split("\n")[1].rstrip() if "\n" in text else ""
+    if domain == "prose":
+        m = re.match(r" ?([A-Za-z]*)", text)
+        return m.group(1)
+    return text.split("\n")[0].strip()
+
+
+@torch.no_grad()
+def exact_match(model, tokenizer, domain: str, items: tuple[Item, ...], max_new_tokens: int) -> float:
+    tokenizer.padding_side = "left"
+    enc = tokenizer([it.prompt for it in items], return_tensors="pt", padding=True)
+    out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return sum(_extract(domain, t) == it.answer for t, it in zip(texts, items)) / len(items)
+
+
+# Tokens to generate per task: enough for the answer plus the newline or space that ends it.
+MAX_NEW_TOKENS = {"code": 20, "prose": 6, "math": 5}
+
+
+def evaluate(model, tokenizer, cfg: QualityConfig = QualityConfig(), domains=data.DOMAINS) -> dict:
+    """{domain: {"ppl": held-out perplexity, "acc": task exact match}}."""
+    model.eval()
+    out = {}
+    for d in domains:
+        windows = data.windows(tokenizer, d, "heldout", cfg.ppl_windows * cfg.seq_len, cfg.seq_len, cfg.seed)
+        items = task_items(d, cfg.task_items, cfg.seed)
+        out[d] = {"ppl": round(perplexity(model, windows), 3),
+                  "acc": round(exact_match(model, tokenizer, d, items, MAX_NEW_TOKENS[d]), 4)}
+    return out
+
+
+if __name__ == "__main__":
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from core.reap.embedded_moe import MOE_PATH
+
+    torch.set_num_threads(1)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default=str(MOE_PATH))
+    args = parser.parse_args()
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    print(json.dumps(evaluate(model, AutoTokenizer.from_pretrained(args.model))))

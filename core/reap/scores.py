@@ -1,0 +1,115 @@
+"""Expert saliency scores from observed routing, computed once per (model, calibration) and cached on disk.
+
+  reap                S_j = mean over tokens routed to j of g_j(x)·‖f_j(x)‖   (arXiv 2510.13999)
+  ean                 Σ ‖f_j(x)‖ over routed tokens
+  frequency           number of tokens routed to j
+  weighted_frequency  Σ g_j(x)
+  random              seeded uniform noise: the sanity baseline every method must beat
+
+    python -m core reap score --model NAME_OR_PATH --calib DOMAIN_OR_TEXTFILE [--tokens N] [--seq-len L] --out DIR
+
+DIR/scores.json holds the scores, the routing statistics (frequency, mean gate per layer x expert) and
+provenance; DIR/stats.pt holds what the merge baselines and the subspace view need (mean routed outputs,
+router-logit Gram matrices, every expert's mean output on a bounded token subsample). Any ratio is then
+pruned from the cache without touching the calibration data again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from core.reap import data
+from core.reap.adapters import moe_blocks
+from core.reap.observer import LayerStats, all_expert_outputs, observe
+
+METHODS = ("reap", "ean", "frequency", "weighted_frequency", "random")
+
+
+@dataclass
+class ScoreConfig:
+    tokens: int = 8192
+    seq_len: int = 128
+    batch: int = 8
+    sample_tokens: int = 256  # per layer, for the all-experts pass of HC-SMoE
+    seed: int = 0
+
+
+def method_scores(stats: list[LayerStats], seed: int = 0) -> dict[str, list[list[float]]]:
+    gen = torch.Generator().manual_seed(seed)
+    per_method = {
+        "reap": lambda s: s.reap_sum / s.count.clamp(min=1),  # never-routed experts score 0
+        "ean": lambda s: s.norm_sum,
+        "frequency": lambda s: s.count,
+        "weighted_frequency": lambda s: s.gate_sum,
+        "random": lambda s: torch.rand(len(s.count), generator=gen, dtype=torch.float64),
+    }
+    return {m: [f(s).tolist() for s in stats] for m, f in per_method.items()}
+
+
+def load_model(name_or_path: str, dtype="float32"):
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).eval()
+    return model, AutoTokenizer.from_pretrained(name_or_path)
+
+
+def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tuple[dict, dict]:
+    """(scores.json content without provenance, stats.pt content) for a model over [n, seq_len] windows."""
+    t0 = time.perf_counter()
+    stats = observe(model, windows, cfg.batch, cfg.sample_tokens)
+    observe_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mean_all = []
+    for (_, block), s in zip(moe_blocks(model), stats):
+        sample = torch.cat(s.sample) if s.sample else torch.zeros(0, model.config.hidden_size)
+        mean_all.append(all_expert_outputs(model, block, sample).double().mean(1))
+    count = torch.stack([s.count for s in stats])
+    result = {
+        "num_tokens": windows.numel(),
+        "seq_len": windows.shape[1],
+        "layers": [name for name, _ in moe_blocks(model)],
+        "num_experts": count.shape[1],
+        "top_k": model.config.num_experts_per_tok,
+        "seed": cfg.seed,
+        "scores": method_scores(stats, cfg.seed),
+        "routing": {
+            "frequency": (count / count.sum(1, keepdim=True)).tolist(),
+            "mean_gate": (torch.stack([s.gate_sum for s in stats]) / count.clamp(min=1)).tolist(),
+        },
+        "timing": {"observe_s": round(observe_s, 3), "all_experts_subsample_s": round(time.perf_counter() - t0, 3)},
+    }
+    cache = {
+        "count": count,
+        "mean_routed_output": torch.stack([s.out_sum for s in stats]) / count.clamp(min=1)[..., None],
+        "logit_gram": torch.stack([s.logit_gram for s in stats]),
+        "mean_output_all": torch.stack(mean_all),  # [L, E, H] over the subsample, every expert
+    }
+    return result, cache
+
+
+def save_scores(out: Path, result: dict, cache: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(cache, out / "stats.pt")
+    (out / "scores.json").write_text(json.dumps(result))
+
+
+def load_scores(path: str | Path) -> tuple[dict, dict]:
+    path = Path(path)
+    if not (path / "scores.json").is_file():
+        raise ValueError(f"{path} has no scores.json; create it with `python -m core reap score ... --out {path}`")
+    return json.loads((path / "scores.json").read_text()), torch.load(path / "stats.pt")
+
+
+def run(args) -> None:
+    cfg = ScoreConfig(**{k: v for k, v in vars(args).items() if k in ScoreConfig.__dataclass_fields__ and v is not None})
+    model, tokenizer = load_model(args.model)
+    moe_blocks(model)  # fail fast on dense models, before tokenising anything
+    windows = data.windows(tokenizer, args.calib, "train", cfg.tokens, cfg.seq_len, cfg.seed)
+    result, cache = score(model, windows, cfg)
+    result = {"model": str(args.model), "calibration": args.calib} | result
+    save_scores(Path(args.out), result, cache)
+    print(f"scored {result['num_tokens']} tokens in {result['timing']['observe_s']:.2f}s -> {Path(args.out) / 'scores.json'}")

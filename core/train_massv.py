@@ -1,0 +1,148 @@
+"""Train the MASSV drafter in its two phases.
+
+    python -m core train massv --phase 1     # projector alignment: LM and vision frozen, ground-truth answers
+    python -m core train massv --phase 2     # self-data distillation: the target answers the training prompts,
+                                             # then projector + LM are fine-tuned on those answers
+
+Phase 1 starts from the text-only drafter's LM (MASSV adapts an existing small LM); phase 2 starts from phase 1.
+Phase 2 first writes its dataset (target responses, with the generation settings in its metadata) next to the
+output, so a run can be inspected and repeated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
+
+from core import world
+from core.embedded import EMBEDDED_PATHS
+from core.massv import MassvDrafter, multimodal_embeds, visual_features
+from core.train_target import answer_batch, per_sample_loss
+from core.vlm import VisionLanguageModel
+
+
+@dataclass
+class MassvTrainConfig:
+    phase: int = 1
+    steps: int = 0  # 0: the phase's default
+    batch: int = 32
+    lr: float = 0.0  # 0: the phase's default
+    seed: int = 0
+    target: str = str(EMBEDDED_PATHS["target"])
+    text_drafter: str = str(EMBEDDED_PATHS["text"])  # phase 1 starts from this LM
+    phase1: str = str(EMBEDDED_PATHS["massv-phase1"])  # phase 2 starts from this checkpoint
+    out: str = ""
+    # phase 2 data generation
+    prompts: int = 2048
+    samples_per_prompt: int = 1
+    temperature: float = 0.0
+    max_new_tokens: int = 64
+
+    def __post_init__(self):
+        if self.phase not in (1, 2):
+            raise ValueError(f"phase must be 1 or 2, got {self.phase}")
+        self.steps = self.steps or (600 if self.phase == 1 else 1200)
+        self.lr = self.lr or (2e-3 if self.phase == 1 else 1e-3)
+        self.out = self.out or str(EMBEDDED_PATHS["massv-phase1" if self.phase == 1 else "massv"])
+
+
+@torch.no_grad()
+def distillation_set(target: VisionLanguageModel, cfg: MassvTrainConfig, batch: int = 32) -> dict:
+    """The target's own responses to training prompts (world train split), batched with left padding."""
+    tok = target.tokenizer
+    tok.padding_side = "left"
+    rows = []
+    for start in range(0, cfg.prompts, batch):
+        samples = world.samples("train", min(batch, cfg.prompts - start), start=1_000_000 + start)
+        requests = [target.prepare(s.image, s.prompt) for s in samples]
+        texts = [tok.decode(r.input_ids[0]) for r in requests]
+        enc = tok(texts, return_tensors="pt", padding=True)
+        for k in range(cfg.samples_per_prompt):
+            out = target.model.generate(
+                **enc,
+                mm_token_type_ids=(enc["input_ids"] == target.image_token_id).long(),
+                pixel_values=torch.cat([r.pixel_values for r in requests]),
+                image_grid_thw=torch.cat([r.image_grid_thw for r in requests]),
+                max_new_tokens=cfg.max_new_tokens,
+                do_sample=cfg.temperature > 0,
+                temperature=cfg.temperature if cfg.temperature > 0 else None,
+            )
+            for i, s in enumerate(samples):
+                response = tok.decode(out[i, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+                rows.append({"split": "train", "index": 1_000_000 + start + i, "task": s.task, "prompt": s.prompt,
+                             "response": response, "ground_truth": s.answer, "draw": k})
+    tok.padding_side = "right"
+    agree = sum(r["response"] == r["ground_truth"] for r in rows) / len(rows)
+    metadata = {"target": cfg.target, "temperature": cfg.temperature, "samples_per_prompt": cfg.samples_per_prompt,
+                "max_new_tokens": cfg.max_new_tokens, "prompts": cfg.prompts, "agreement_with_ground_truth": agree}
+    return {"metadata": metadata, "rows": rows}
+
+
+def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: list[world.Sample], params, cfg) -> list:
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
+    sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)
+    lm, projector = drafter.model, drafter.projector
+    log, start = [], time.time()
+    for step in range(1, cfg.steps + 1):
+        first = (step - 1) * cfg.batch % len(data)
+        batch = [data[(first + i) % len(data)] for i in range(cfg.batch)]
+        inputs = answer_batch(target.tokenizer, batch, target)
+        with torch.no_grad():
+            features = visual_features(target.model.get_image_features(
+                inputs["pixel_values"], inputs["image_grid_thw"], return_dict=True))
+        embeds = multimodal_embeds(lm, projector, inputs["input_ids"], inputs["mm_token_type_ids"].bool(), features)
+        logits = lm(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).logits
+        loss = per_sample_loss(logits, inputs["labels"]).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0:
+            log.append({"step": step, "loss": round(loss.item(), 4), "seconds": round(time.time() - start)})
+            print(log[-1], flush=True)
+    return log
+
+
+def train(cfg: MassvTrainConfig) -> MassvDrafter:
+    torch.manual_seed(cfg.seed)
+    target = VisionLanguageModel.from_pretrained(cfg.target)
+    vision_width = target.model.config.vision_config.out_hidden_size
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.phase == 1:
+        lm = AutoModelForCausalLM.from_pretrained(cfg.text_drafter, dtype=torch.float32)
+        drafter = MassvDrafter.from_text_drafter(lm, vision_width)
+        lm.requires_grad_(False)
+        params = list(drafter.projector.parameters())
+        # different indices from the text drafter's and phase 2's data
+        data = world.samples("train", cfg.steps * cfg.batch, start=2_000_000)
+        extra = {}
+    else:
+        drafter = MassvDrafter.from_pretrained(cfg.phase1)
+        dataset = distillation_set(target, cfg)
+        (out / "distillation_set.json").write_text(json.dumps(dataset))
+        data = [world.Sample(world.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
+                for r in dataset["rows"]]
+        params = list(drafter.model.parameters()) + list(drafter.projector.parameters())
+        extra = {"distillation": dataset["metadata"]}
+        print("distillation set:", dataset["metadata"], flush=True)
+    drafter.model.train()
+    drafter.projector.train()
+    log = _train_loop(drafter, target, data, params, cfg)
+    drafter.model.eval()
+    drafter.projector.eval()
+    drafter.save_pretrained(out, {"phase": cfg.phase, "target": cfg.target})
+    target.tokenizer.save_pretrained(out)
+    (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "log": log, **extra}, indent=1))
+    return drafter
+
+
+def run(args) -> None:
+    fields = MassvTrainConfig.__dataclass_fields__
+    train(MassvTrainConfig(**{k: v for k, v in vars(args).items() if k in fields and v is not None}))

@@ -1,0 +1,71 @@
+"""Shared fixtures: tiny random models of the real architectures, saved and reloaded with from_pretrained."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen2ForCausalLM
+
+from core.drafters import TextDrafter
+from core.embedded import DrafterSize, TargetSize, new_target, new_text_drafter, save_vlm
+from core.tokenizer import train_tokenizer
+from core.vlm import VisionLanguageModel
+
+TINY_TARGET = TargetSize(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vision_hidden=32,
+                         vision_depth=1, vision_heads=2)
+TINY_DRAFTER = DrafterSize(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return train_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(tmp_path_factory, tokenizer):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-target")
+    save_vlm(new_target(TINY_TARGET, tokenizer), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tiny_target_dir):
+    return VisionLanguageModel.from_pretrained(tiny_target_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_text_drafter_dir(tmp_path_factory, tokenizer):
+    torch.manual_seed(1)
+    path = tmp_path_factory.mktemp("tiny-drafter")
+    new_text_drafter(tokenizer, TINY_DRAFTER).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_text_drafter(tiny_text_drafter_dir):
+    return TextDrafter.from_pretrained(tiny_text_drafter_dir)
+
+
+@pytest.fixture(scope="session")
+def twin_drafter(tiny_target):
+    """A Qwen2 LM holding the target's own language weights: on text-only prompts it agrees with the target, so
+    the engine's acceptance path (long accepted runs, bonus tokens) is exercised, not just rejections."""
+    text = tiny_target.text_config
+    model = Qwen2ForCausalLM(_qwen2_config(text))
+    state = {k.replace("model.language_model.", "model."): v for k, v in tiny_target.model.state_dict().items()
+             if k.startswith("model.language_model.") or k.startswith("lm_head.")}
+    model.load_state_dict(state, strict=True)
+    return TextDrafter(model, "twin")
+
+
+def _qwen2_config(text):
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=text.vocab_size, hidden_size=text.hidden_size, num_hidden_layers=text.num_hidden_layers,
+        num_attention_heads=text.num_attention_heads, num_key_value_heads=text.num_key_value_heads,
+        intermediate_size=text.intermediate_size, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=True, rms_norm_eps=text.rms_norm_eps,
+    )

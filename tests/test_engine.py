@@ -1,0 +1,94 @@
+"""The speculative engine on tiny random models: lossless greedy, exact KV rollback, consistent events."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+from core import world
+from core.engine import SpeculativeEngine
+from core.sampling import SamplingConfig
+
+
+def _images():
+    """World images plus images that are not from the world (other sizes, aspect ratios, noise)."""
+    gen = torch.Generator().manual_seed(0)
+    noise = (torch.rand(70, 130, 3, generator=gen) * 255).byte().numpy()
+    return [s.image for s in world.samples("heldout", 4)] + [
+        Image.fromarray(noise),
+        Image.new("RGB", (300, 40), (10, 200, 30)),
+        None,  # text-only prompt
+    ]
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+@pytest.mark.parametrize("drafter_name", ["tiny_text_drafter", "twin_drafter"])
+def test_greedy_speculative_equals_plain_decoding(tiny_target, drafter_name, gamma, request):
+    drafter = request.getfixturevalue(drafter_name)
+    engine = SpeculativeEngine(tiny_target)
+    for i, image in enumerate(_images()):
+        prompt = ["Describe the image.", "What is written here?", "How many circles are there?"][i % 3]
+        plain = engine.generate(image, prompt, max_new_tokens=24)
+        spec = engine.generate(image, prompt, drafter, gamma=gamma, max_new_tokens=24)
+        assert spec.token_ids == plain.token_ids
+        assert plain.tau == 1.0
+        assert spec.target_forwards <= plain.target_forwards
+
+
+def test_twin_drafter_is_accepted_and_earns_bonus_tokens(tiny_target, twin_drafter):
+    engine = SpeculativeEngine(tiny_target)
+    out = engine.generate(None, "Read the text in the image.", twin_drafter, gamma=4, max_new_tokens=30)
+    assert out.tau > 3.0
+    assert any(r.kind == "bonus" for r in out.rounds)
+
+
+def test_rounds_are_consistent_with_the_emitted_text(tiny_target, tiny_text_drafter):
+    engine = SpeculativeEngine(tiny_target)
+    image = world.sample("heldout", 1).image
+    rounds = list(engine.stream(image, "Describe the image.", tiny_text_drafter, gamma=3, max_new_tokens=20))
+    assert rounds[0].kind == "prefill" and len(rounds[0].emitted) == 1
+    assert [r.index for r in rounds] == list(range(len(rounds)))
+    for r in rounds[1:]:
+        assert r.emitted[: r.accepted] == r.drafted[: r.accepted]
+        assert len(r.emitted) <= r.accepted + 1
+        assert len(r.draft_probs) == len(r.target_probs) == len(r.drafted)
+        if r.kind == "correction":
+            assert r.rejected is not None and r.rejected != r.emitted[-1]
+    ids = [t for r in rounds for t in r.emitted]
+    assert len(ids) == 20 or ids[-1] in tiny_target.eos_token_ids
+
+
+def test_kv_rollback_is_exact(tiny_target, tiny_text_drafter):
+    """After a speculative run the target's cache equals a fresh prefill of the same committed tokens."""
+    engine = SpeculativeEngine(tiny_target)
+    image = world.sample("heldout", 2).image
+    session = engine.open(image, "Describe the image.", SamplingConfig(), seed=0)
+    engine._prefill(session)
+    run = tiny_text_drafter.start(session)
+    for _ in range(5):
+        engine._speculative_round(session, run, 4, 64)
+    cached = [(layer.keys.clone(), layer.values.clone()) for layer in session.cache.layers]
+    held = session.cache.get_seq_length()
+    assert held == session.request.input_ids.shape[1] + len(session.generated) - 1
+
+    fresh = engine.open(image, "Describe the image.", SamplingConfig(), seed=0)
+    engine._prefill(fresh)
+    engine._target_logits(fresh, session.generated[:-1])
+    for (k, v), layer in zip(cached, fresh.cache.layers):
+        torch.testing.assert_close(k, layer.keys, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(v, layer.values, atol=1e-5, rtol=1e-4)
+
+
+def test_sampling_with_a_seed_is_reproducible(tiny_target, tiny_text_drafter):
+    engine = SpeculativeEngine(tiny_target)
+    cfg = SamplingConfig(temperature=1.0, top_p=0.9)
+    a = engine.generate(None, "Describe the image.", tiny_text_drafter, sampling=cfg, seed=7, max_new_tokens=12)
+    b = engine.generate(None, "Describe the image.", tiny_text_drafter, sampling=cfg, seed=7, max_new_tokens=12)
+    assert a.token_ids == b.token_ids
+
+
+@pytest.mark.parametrize("kwargs", [{"gamma": 0}, {"gamma": -1}, {"gamma": 1000}, {"max_new_tokens": 0}])
+def test_bad_settings_are_rejected(tiny_target, tiny_text_drafter, kwargs):
+    with pytest.raises(ValueError):
+        SpeculativeEngine(tiny_target).generate(None, "hi", tiny_text_drafter, **kwargs)
