@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from core.embedded import EMBEDDED_PATHS
+from core.reap.cli import register as register_reap
 
 
 def _train(args) -> None:
@@ -12,6 +13,8 @@ def _train(args) -> None:
         from core.train_target import run
     elif args.what == "text-drafter":
         from core.train_drafter import run
+    elif args.what == "moe":
+        from core.reap.train_moe import run
     else:
         from core.train_massv import run
     run(args)
@@ -50,13 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train an embedded model")
-    train.add_argument("what", choices=["target", "text-drafter", "massv"])
+    train.add_argument("what", choices=["target", "text-drafter", "massv", "moe"])
     train.add_argument("--steps", type=int)
     train.add_argument("--batch", type=int)
     train.add_argument("--lr", type=float)
     train.add_argument("--seed", type=int)
     train.add_argument("--out")
     train.add_argument("--target", help="target whose tokenizer (and outputs) a drafter trains on")
+    train.add_argument("--init", help="target: continue from this checkpoint")
     train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
     train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
     train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")
@@ -86,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write the report here too")
     _add_decoding_options(bench)
     bench.set_defaults(func=_bench_spec)
+
+    register_reap(sub)
     return parser
 
 

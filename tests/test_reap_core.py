@@ -14,7 +14,7 @@ import yaml
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from core.reap import cli
+from core.reap import cli, prune
 from core.reap.adapters import adapter_for, moe_blocks
 from core.reap.merge import expert_groups, hc_smoe_groups, m_smoe_groups, merge_experts
 from core.reap.prune import LiveMask, atomic_save, experts_to_keep, slice_experts
@@ -210,5 +210,9 @@ def test_cli_score_prune_merge(tiny_dir):
     with pytest.raises(ValueError, match="fewer than top-k"):
         _cli("reap", "prune", "--scores", scores, "--method", "reap", "--ratio", "0.9", "--out", str(tiny_dir / "x"))
     assert not (tiny_dir / "x").exists()
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        prune.run(argparse.Namespace(scores=scores, method="nope", ratio=0.5, model=None, out=str(tiny_dir / "x")))
+    with pytest.raises(ValueError, match="unknown merge method"):
+        expert_groups("nope", {"count": torch.ones(1, 8)}, 0.5, 2)
     with pytest.raises(ValueError, match="neither a domain"):
         _cli("reap", "score", "--model", model, "--calib", "no-such-domain", "--out", scores)

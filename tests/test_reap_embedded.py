@@ -52,8 +52,8 @@ def test_learned_its_domains(embedded):
     model, tokenizer = embedded
     q = evaluate(model, tokenizer, SMALL)
     # A uniform guess has perplexity 2048; the thresholds sit well below what an untrained model gets.
-    assert q["code"]["ppl"] < 30 and q["prose"]["ppl"] < 60 and q["math"]["ppl"] < 4
-    assert q["math"]["acc"] >= 0.5
+    assert q["code"]["ppl"] < 45 and q["prose"]["ppl"] < 70 and q["math"]["ppl"] < 4
+    assert q["math"]["acc"] >= 0.8 and q["code"]["acc"] >= 0.1
 
 
 def test_random_pruning_hurts_and_reap_hurts_less(embedded, scored):

@@ -67,7 +67,8 @@ ADAPTERS: dict[str, Adapter] = {
     "mixtral": Adapter("num_local_experts", partial(softmax_topk, renorm=True)),
     "minimax": Adapter("num_local_experts", partial(softmax_topk, renorm=True)),
     # Its "group_limited_greedy" mode is not reproduced by the mask, so only plain greedy top-k is accepted.
-    "deepseek_v2": Adapter("n_routed_experts", partial(softmax_topk, renorm=False), requires=(("topk_method", "greedy"),)),
+    "deepseek_v2": Adapter("n_routed_experts", partial(softmax_topk, renorm=False),
+                           requires=(("topk_method", "greedy"),)),
     "deepseek_v3": Adapter("n_routed_experts", sigmoid_bias, groups_attr="n_group"),
     "glm4_moe": Adapter("n_routed_experts", sigmoid_bias, groups_attr="n_group"),
     "dots1": Adapter("n_routed_experts", sigmoid_bias, groups_attr="n_group"),

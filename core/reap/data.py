@@ -107,7 +107,8 @@ def windows(tokenizer, source: str, split: str, num_tokens: int, seq_len: int, s
     n = num_tokens // seq_len
     if source == "mixed":
         parts = [windows(tokenizer, d, split, (n // len(DOMAINS) + 1) * seq_len, seq_len, seed) for d in DOMAINS]
-        return torch.cat(parts)[torch.randperm(sum(len(p) for p in parts), generator=torch.Generator().manual_seed(seed))][:n]
+        mixed = torch.cat(parts)
+        return mixed[torch.randperm(len(mixed), generator=torch.Generator().manual_seed(seed))][:n]
     if source in DOMAINS:
         stream = _stream(tokenizer, source, split)
     elif Path(source).is_file():

@@ -83,4 +83,5 @@ if __name__ == "__main__":
         model(input_ids=x)
         t0 = time.perf_counter()
         model(input_ids=x)
-    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, {x.numel() / (time.perf_counter() - t0):.0f} tokens/s")
+    seconds = time.perf_counter() - t0
+    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, {x.numel() / seconds:.0f} tokens/s")

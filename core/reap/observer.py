@@ -79,7 +79,8 @@ class Observer:
                 norms = rows.float().norm(dim=-1, keepdim=True)
                 # One scatter per call for all sums (float32 within a batch, float64 across batches).
                 per_row = torch.cat([rows.float(), torch.ones_like(gate), gate, norms, gate * norms], dim=1)
-                sums = torch.zeros(len(stats.count), per_row.shape[1]).index_add_(0, idx, per_row).double()
+                sums = torch.zeros(len(stats.count), per_row.shape[1], device=idx.device).index_add_(0, idx, per_row)
+                sums = sums.double().cpu()
                 stats.out_sum += sums[:, :-4]
                 stats.count += sums[:, -4]
                 stats.gate_sum += sums[:, -3]
@@ -87,7 +88,7 @@ class Observer:
                 stats.reap_sum += sums[:, -1]
                 have = sum(len(s) for s in stats.sample)
                 if have < self.sample_tokens:
-                    stats.sample.append(hidden[: self.sample_tokens - have].detach().clone())
+                    stats.sample.append(hidden[: self.sample_tokens - have].detach().cpu().clone())
             return (rows.view(tokens, k, -1) * top_k_weights[..., None].to(rows.dtype)).sum(1)
 
         return run
@@ -96,7 +97,7 @@ class Observer:
     def _logit_hook(stats: LayerStats):
         def hook(module, inputs, output):
             logits = output[0].detach().float().reshape(-1, stats.logit_gram.shape[0])
-            stats.logit_gram += (logits.T @ logits).double()
+            stats.logit_gram += (logits.T @ logits).double().cpu()
 
         return hook
 
@@ -105,9 +106,9 @@ class Observer:
 def all_expert_outputs(model, block, hidden: torch.Tensor) -> torch.Tensor:
     """[E, S, H]: every expert of a block on S tokens (bounded: only used on the observer's subsample)."""
     experts = block.experts
-    n, s = experts.num_experts, len(hidden)
-    index = torch.arange(n).repeat_interleave(s)[:, None]
-    rows = experts(hidden.repeat(n, 1), index, torch.ones(n * s, 1, dtype=hidden.dtype))
+    n, s, device = experts.num_experts, len(hidden), next(experts.parameters()).device
+    index = torch.arange(n, device=device).repeat_interleave(s)[:, None]
+    rows = experts(hidden.to(device).repeat(n, 1), index, torch.ones(n * s, 1, dtype=hidden.dtype, device=device))
     return rows.view(n, s, -1)
 
 

@@ -100,7 +100,7 @@ class LiveMask:
 
         def hook(router, inputs, output):
             logits, weights, _ = output
-            new_weights, index = route(router, logits.reshape(-1, len(keep)), keep)
+            new_weights, index = route(router, logits.reshape(-1, len(keep)), keep.to(logits.device))
             return logits, new_weights.to(weights.dtype), index
 
         return hook
@@ -121,6 +121,9 @@ def atomic_save(out: str | Path, write) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should look like any saved model
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
             os.replace(out, old / out.name)

@@ -112,4 +112,4 @@ def run(args) -> None:
     result, cache = score(model, windows, cfg)
     result = {"model": str(args.model), "calibration": args.calib} | result
     save_scores(Path(args.out), result, cache)
-    print(f"scored {result['num_tokens']} tokens in {result['timing']['observe_s']:.2f}s -> {Path(args.out) / 'scores.json'}")
+    print(f"scored {result['num_tokens']} tokens in {result['timing']['observe_s']:.2f}s -> {args.out}/scores.json")

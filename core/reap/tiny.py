@@ -20,7 +20,7 @@ TINY = {  # DeepSeek-style families: one dense layer, then one sparse
     "qwen3_moe": ("Qwen3MoeConfig", dict(num_experts=8, moe_intermediate_size=16, norm_topk_prob=True)),
     "qwen2_moe": ("Qwen2MoeConfig", dict(num_experts=8, moe_intermediate_size=16, shared_expert_intermediate_size=32)),
     "olmoe": ("OlmoeConfig", dict(num_experts=8, intermediate_size=16)),
-    "flex_olmo": ("FlexOlmoConfig", dict(num_experts=8, intermediate_size=16, pad_token_id=0)),
+    "flex_olmo": ("FlexOlmoConfig", dict(num_experts=8, intermediate_size=16, pad_token_id=0, eos_token_id=0)),
     "mixtral": ("MixtralConfig", dict(num_local_experts=8, intermediate_size=16)),
     "deepseek_v2": ("DeepseekV2Config", dict(DEEPSEEK, topk_method="greedy", routed_scaling_factor=1.5)),
     "deepseek_v3": ("DeepseekV3Config", dict(DEEPSEEK, routed_scaling_factor=2.5)),

@@ -11,7 +11,6 @@ model, the tokenizer and training_log.json with per-domain held-out perplexity a
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,7 +66,8 @@ def train(cfg: MoeTrainConfig, size: MoeSize = MoeSize()) -> None:
         opt.step()
         sched.step()
         if step % 25 == 0:
-            print(f"step {step} loss {out.loss.item():.3f} aux {out.aux_loss.item():.3f} {time.time() - start:.0f}s", flush=True)
+            print(f"step {step} loss {out.loss.item():.3f} aux {out.aux_loss.item():.3f} {time.time() - start:.0f}s",
+                  flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
             ppl = {d: round(perplexity(model, w), 3) for d, w in heldout.items()}
@@ -84,8 +84,8 @@ def train(cfg: MoeTrainConfig, size: MoeSize = MoeSize()) -> None:
     print("final", json.dumps(final), flush=True)
     (out_dir / "training_log.json").write_text(
         json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log, "final": final,
-                    "params": sum(p.numel() for p in model.parameters()), "chance_ppl": len(tokenizer),
-                    "note": f"perplexity of a uniform guess is {len(tokenizer)}; log(ppl) = {math.log(len(tokenizer)):.2f} nats"},
+                    "params": sum(p.numel() for p in model.parameters()),
+                    "chance_ppl": len(tokenizer)},  # perplexity of a uniform guess over the vocabulary
                    indent=1)
     )
 
