@@ -1,6 +1,6 @@
-"""Speculum: start the Gradio app on the embedded default models.
+"""Speculum: start the Gradio app (ui/) on the embedded default models.
 
-    python app.py            # http://127.0.0.1:7860
+    python app.py            # http://127.0.0.1:7860 (GRADIO_SERVER_NAME / PORT override host and port)
 """
 
 import os

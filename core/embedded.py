@@ -45,6 +45,10 @@ class TargetSize:
     vision_depth: int = 2
     vision_heads: int = 4
     patch: int = 16
+    # The visual grid is only 3x3 tokens. Qwen2.5-VL's rotary sections give height and width the middle and lowest
+    # frequencies; at theta 1e4 and head_dim 32 one column step rotates by at most 0.003 rad, so the LM cannot
+    # tell columns apart (captions, OCR order and charts stall). At theta 4 a column step is >= 0.27 rad.
+    rope_theta: float = 4.0
 
 
 @dataclass
@@ -84,7 +88,7 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
             num_key_value_heads=size.kv_heads,
             intermediate_size=size.intermediate,
             max_position_embeddings=4096,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": _mrope_section(head_dim)},
+            rope_parameters={"rope_type": "default", "rope_theta": size.rope_theta, "mrope_section": _mrope_section(head_dim)},
             tie_word_embeddings=True,
             bos_token_id=None,
             eos_token_id=tokenizer.eos_token_id,

@@ -53,7 +53,10 @@ def world_text(n: int = 6000) -> list[str]:
 
 def train_tokenizer(vocab_size: int = 2048) -> PreTrainedTokenizerFast:
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Digits split one by one, as Qwen's tokenizers do: numbers read off images then map glyph by glyph.
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -54,12 +54,22 @@ OCR_WORDS = (
 CHART_LABELS = "ABCDEFGH"
 
 
+OCR_CHARSET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+PATCH = 16
+PATCH_GRID = IMAGE_SIZE // PATCH  # 6 x 6 patches
+# Per-patch content classes, the dense supervision core/train_target.py uses to pre-train vision quickly:
+# 0 background, then one class per (shape, colour, size) object, then one per OCR character.
+OBJECT_CLASSES = len(SHAPES) * len(COLOURS) * len(SIZES)
+PATCH_CLASSES = 1 + OBJECT_CLASSES + len(OCR_CHARSET)
+
+
 @dataclass(frozen=True)
 class Sample:
     image: Image.Image
     task: str
     prompt: str
     answer: str
+    patch_labels: tuple[int, ...] | None = None  # PATCH_GRID**2 classes, row-major; None where not labelled
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,11 @@ class Obj:
     @property
     def phrase(self) -> str:
         return f"a {self.size} {self.colour} {self.shape}"
+
+    @property
+    def label(self) -> int:
+        shape, colour, size = SHAPES.index(self.shape), list(COLOURS).index(self.colour), list(SIZES).index(self.size)
+        return 1 + (shape * len(COLOURS) + colour) * len(SIZES) + size
 
 
 def sample(split: str, index: int, task: str | None = None) -> Sample:
@@ -122,7 +137,7 @@ def _font() -> ImageFont.FreeTypeFont:
 def _draw_text(draw: ImageDraw.ImageDraw, text: str, row: int, col: int, colour: tuple[int, int, int]) -> None:
     """One character per 16-pixel patch, so every glyph sits in a patch of its own."""
     for i, ch in enumerate(text):
-        draw.text(((col + i) * 16 + 8, row * 16 + 8), ch, fill=colour, font=_font(), anchor="mm")
+        draw.text(((col + i) * PATCH + PATCH // 2, row * PATCH + PATCH // 2), ch, fill=colour, font=_font(), anchor="mm")
 
 
 def _scene(rng: random.Random, lo: int, hi: int) -> list[Obj]:
@@ -135,6 +150,16 @@ def _render(rng: random.Random, objs: list[Obj]) -> Image.Image:
     for obj in objs:
         _draw_obj(draw, obj, rng)
     return image
+
+
+def _object_patches(objs: list[Obj]) -> tuple[int, ...]:
+    grid = [0] * PATCH_GRID**2
+    for obj in objs:
+        row, col = divmod(obj.cell, 3)
+        for r in (2 * row, 2 * row + 1):
+            for c in (2 * col, 2 * col + 1):
+                grid[r * PATCH_GRID + c] = obj.label
+    return tuple(grid)
 
 
 def _at(position: str) -> str:
@@ -152,7 +177,7 @@ def _caption(rng: random.Random) -> Sample:
     parts = [f"{o.phrase} {_at(POSITIONS[o.cell])}" for o in objs]
     listing = ", ".join(parts[:-1]) + f" and {parts[-1]}"
     answer = f"There are {NUMBER_WORDS[len(objs)]} objects: {listing}."
-    return Sample(_render(rng, objs), "caption", prompt, answer)
+    return Sample(_render(rng, objs), "caption", prompt, answer, _object_patches(objs))
 
 
 def _vqa(rng: random.Random) -> Sample:
@@ -183,7 +208,7 @@ def _vqa(rng: random.Random) -> Sample:
         truth = {"left of": ca < cb, "right of": ca > cb, "above": ra < rb, "below": ra > rb}[relation]
         prompt = f"Is the {a.colour} {a.shape} {relation} the {b.colour} {b.shape}?"
         answer = "yes" if truth else "no"
-    return Sample(_render(rng, objs), "vqa", prompt, answer)
+    return Sample(_render(rng, objs), "vqa", prompt, answer, _object_patches(objs))
 
 
 def _ocr_text(rng: random.Random) -> str:
@@ -195,12 +220,16 @@ def _ocr_text(rng: random.Random) -> str:
 def _ocr(rng: random.Random) -> Sample:
     image, draw = _canvas(rng)
     lines = [_ocr_text(rng) for _ in range(rng.choice((1, 1, 2)))]
-    rows = sorted(rng.sample(range(6), len(lines)))
+    rows = sorted(rng.sample(range(PATCH_GRID), len(lines)))
+    grid = [0] * PATCH_GRID**2
     for text, row in zip(lines, rows):
         colour = (rng.randint(0, 80), rng.randint(0, 80), rng.randint(0, 80))
-        _draw_text(draw, text, row, rng.randint(0, 6 - len(text)), colour)
+        col = rng.randint(0, PATCH_GRID - len(text))
+        _draw_text(draw, text, row, col, colour)
+        for i, ch in enumerate(text):
+            grid[row * PATCH_GRID + col + i] = 1 + OBJECT_CLASSES + OCR_CHARSET.index(ch)
     prompt = rng.choice(("What does the text say?", "Read the text in the image.", "What is written here?"))
-    return Sample(image, "ocr", prompt, " ".join(lines))
+    return Sample(image, "ocr", prompt, " ".join(lines), tuple(grid))
 
 
 def _chart(rng: random.Random) -> Sample:

@@ -66,6 +66,33 @@ def _qwen2_config(text):
     return Qwen2Config(
         vocab_size=text.vocab_size, hidden_size=text.hidden_size, num_hidden_layers=text.num_hidden_layers,
         num_attention_heads=text.num_attention_heads, num_key_value_heads=text.num_key_value_heads,
-        intermediate_size=text.intermediate_size, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        intermediate_size=text.intermediate_size,
+        rope_parameters={"rope_type": "default", "rope_theta": text.rope_parameters["rope_theta"]},
         tie_word_embeddings=True, rms_norm_eps=text.rms_norm_eps,
     )
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The Gradio app (ui/app.py) launched in-process on a free localhost port, closed after the session."""
+    import socket
+
+    from ui.app import launch
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def world_png(tmp_path_factory):
+    """A held-out world sample saved as PNG (lossless, so the app sees exactly these pixels), and its prompt."""
+    from core import world
+
+    sample = world.sample("heldout", 1)
+    path = tmp_path_factory.mktemp("app") / "world.png"
+    sample.image.save(path)
+    return path, sample.prompt

@@ -1,0 +1,98 @@
+"""The Gradio app through its public API (gradio_client), launched in-process by the `app_url` fixture:
+streaming order, lossless output against plain decoding computed via core, user-facing errors, and that the app
+keeps serving after them.
+
+    python -m pytest -q tests/test_app_api.py
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+from core.engine import SpeculativeEngine
+from core.registry import DRAFTERS, load_target
+from ui.models import has_weights
+
+MAX_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def _generate(client, image, prompt, drafter="none", gamma=4, temperature=0.0, max_new=MAX_NEW):
+    return client.submit(image, prompt, "embedded", drafter, gamma, temperature, 1.0, 0, max_new, api_name="/generate")
+
+
+def _sent(events, output: int) -> list:
+    """The values one output received, in order; events that skip it (gr.skip()) arrive as update dicts."""
+    return [e[output] for e in events if not (isinstance(e[output], dict) and e[output].get("__type__") == "update")]
+
+
+def _ar_text(path, prompt) -> str:
+    return SpeculativeEngine(load_target("embedded")).generate(Image.open(path), prompt, None, max_new_tokens=MAX_NEW).text
+
+
+@pytest.mark.parametrize("drafter", ["none", "text"])
+def test_generate_streams_rounds_in_order_and_matches_ar(client, world_png, drafter):
+    if not has_weights(drafter):
+        pytest.skip(f"the {drafter!r} drafter has no trained weights in assets/models yet")
+    path, prompt = world_png
+    events = list(_generate(client, handle_file(path), prompt, drafter))
+    logs = [log["data"] for log in _sent(events, 3)]
+    assert len(logs) >= 2, "the answer should stream over several events"
+    for before, after in zip(logs, logs[1:]):
+        assert after[: len(before)] == before and len(after) <= len(before) + 1  # one new round per event at most
+    assert [row[0] for row in logs[-1]] == list(range(len(logs[-1])))  # round indices 0, 1, 2, ...
+    assert _sent(events, 4)[-1] == _ar_text(path, prompt)
+    stats, tokens = _sent(events, 1)[-1], _sent(events, 0)[-1]
+    assert f"<div class='stat-value'>{len(logs[-1])}</div><div class='stat-label'>target forwards" in stats
+    assert _sent(events, 2), "the chart is drawn"
+    if drafter != "none":
+        assert "tok accepted" in tokens or "tok rejected" in tokens
+
+
+def test_race_is_lossless_and_reports_missing_drafters(client, world_png):
+    path, prompt = world_png
+    board, verdict, summary = client.predict(handle_file(path), prompt, list(DRAFTERS), 4, MAX_NEW, api_name="/race")
+    rows = {row[0]: row for row in summary["data"]}
+    ready = [name for name in DRAFTERS if has_weights(name)]
+    assert sorted(rows) == sorted(["AR", *ready])
+    assert all(row[-1] == "yes" for row in rows.values())
+    assert ("Lossless" in verdict) == bool(ready)
+    for name in set(DRAFTERS) - set(ready):
+        assert f"The {name!r} drafter has no trained weights" in board.replace("&#x27;", "'")
+
+
+def test_bad_inputs_are_user_errors_and_the_app_keeps_serving(client, world_png, tmp_path):
+    path, prompt = world_png
+    not_image = tmp_path / "notes.png"
+    not_image.write_text("this is not an image")
+    cases = [
+        ((handle_file(not_image), prompt), {}, "not an image"),
+        ((handle_file(path), "   "), {}, "prompt is empty"),
+        ((handle_file(path), prompt), {"gamma": 0}, "less than minimum"),
+        ((handle_file(path), prompt), {"drafter": "no-such-drafter"}, "not in the list of choices|unknown drafter"),
+    ]
+    for args, kwargs, message in cases:
+        with pytest.raises(AppError, match=message):
+            _generate(client, *args, **kwargs).result()
+    assert _sent(list(_generate(client, handle_file(path), prompt)), 4)[-1] == _ar_text(path, prompt)
+
+
+def test_nan_temperature_is_a_user_error(app_url, world_png):
+    """gradio_client cannot send NaN (strict JSON), but a raw HTTP client can; the server must refuse it politely."""
+    body = json.dumps({"data": [None, world_png[1], "embedded", "none", 4, float("nan"), 1.0, 0, 8]})
+    with httpx.Client(base_url=app_url, timeout=60) as http:
+        event_id = http.post("gradio_api/call/generate", content=body,
+                             headers={"content-type": "application/json"}).json()["event_id"]
+        stream = http.get(f"gradio_api/call/generate/{event_id}").text
+    assert "event: error" in stream
+    assert "temperature must be a finite number" in stream

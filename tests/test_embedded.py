@@ -1,0 +1,69 @@
+"""The shipped embedded weights: the target answers the world, and every drafter decodes losslessly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core import world
+from core.__main__ import main
+from core.engine import SpeculativeEngine
+from core.registry import DRAFTERS, load_drafter, load_target
+from core.sampling import SamplingConfig
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return SpeculativeEngine(load_target("embedded"))
+
+
+def _exact(engine, samples) -> int:
+    return sum(engine.generate(s.image, s.prompt).text == s.answer for s in samples)
+
+
+def test_shipped_target_is_the_trained_one(engine):
+    """vqa is the family the shipped target has partly learned (19 of these 40; an untrained one answers none):
+    a guard against shipping untrained or mismatched weights."""
+    right = _exact(engine, world.samples("heldout", 40, ("vqa",), start=500))
+    assert right >= 15, f"{right}/40 exact"
+
+
+@pytest.mark.xfail(strict=True, reason="the embedded target is below the 0.85-per-family goal (README, issue 2)")
+def test_target_meets_the_accuracy_goal(engine):
+    samples = world.samples("heldout", 12, start=500)
+    assert _exact(engine, samples) >= 9
+
+
+@pytest.mark.parametrize("name", sorted(DRAFTERS))
+def test_drafters_are_lossless_and_accepted(engine, name):
+    drafter = load_drafter(name)
+    drafted = accepted = 0
+    for s in world.samples("heldout", 4, start=900):
+        plain = engine.generate(s.image, s.prompt)
+        spec = engine.generate(s.image, s.prompt, drafter, gamma=4)
+        assert spec.token_ids == plain.token_ids
+        drafted += sum(len(r.drafted) for r in spec.rounds)
+        accepted += sum(r.accepted for r in spec.rounds)
+    assert accepted / drafted > 0.3  # a trained drafter, not noise
+
+
+def test_sampled_generation_is_reproducible(engine):
+    s = world.sample("heldout", 3)
+    cfg = SamplingConfig(temperature=1.0, top_p=0.95)
+    a = engine.generate(s.image, s.prompt, load_drafter("text"), sampling=cfg, seed=11)
+    b = engine.generate(s.image, s.prompt, load_drafter("text"), sampling=cfg, seed=11)
+    assert a.token_ids == b.token_ids
+
+
+def test_bench_spec_report_schema(tmp_path):
+    path = tmp_path / "bench.json"
+    main(["bench-spec", "--drafters", "text", "--n", "4", "--max-new-tokens", "24", "--json", str(path)])
+    report = json.loads(path.read_text())
+    assert set(report) >= {"config", "ar", "drafters"} and report["ar"]["tokens_per_s"] > 0
+    entry = report["drafters"]["text"]
+    assert set(entry) >= {"tau", "acceptance_rate", "per_position_acceptance", "speedup", "tokens_per_s",
+                          "lossless_mismatches", "per_task", "hf_assisted"}
+    assert entry["lossless_mismatches"] == 0 and entry["tau"] >= 1.0
+    assert len(entry["per_position_acceptance"]) == 4
+    assert set(entry["per_task"]) == set(world.TASKS)

@@ -1,0 +1,73 @@
+"""Example inputs: held-out world samples (what the embedded models know) and public-domain / CC0 photographs
+shipped inside scikit-image (out of distribution for the embedded models; in distribution for a real VLM).
+
+    python -m ui.examples      # writes the example images and prints their paths and prompts
+"""
+
+from __future__ import annotations
+
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from PIL import Image
+
+from core import world
+
+TASK_PROMPTS = {
+    "caption": "Describe the image.",
+    "vqa": "How many objects are in the image?",
+    "ocr": "What does the text say?",
+    "chart": "Which label has the highest value?",
+}
+# name -> credit; every one loads from the scikit-image wheel itself, no download.
+PHOTOS = {
+    "astronaut": "Eileen Collins, NASA (public domain)",
+    "coffee": "Rachel Michetti (CC0)",
+    "chelsea": "Stéfan van der Walt (CC0)",
+    "rocket": "SpaceX (public domain)",
+}
+PHOTO_SIDE = 256  # the target's processor works at ~96x96 anyway; small files keep the page light
+
+
+def _folder() -> Path:
+    path = Path(tempfile.gettempdir()) / "speculum-examples"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@lru_cache(maxsize=1)
+def world_examples() -> list[list[str]]:
+    rows = []
+    for i, s in enumerate(world.samples("heldout", 8)):
+        path = _folder() / f"world-{i}-{s.task}.png"
+        s.image.save(path)
+        rows.append([str(path), s.prompt])
+    return rows
+
+
+@lru_cache(maxsize=1)
+def photo_examples() -> list[list[str]]:
+    """Empty when scikit-image is not installed (it is an optional extra: `pip install .[photos]`)."""
+    try:
+        from skimage import data
+    except ImportError:
+        return []
+    rows = []
+    for name in PHOTOS:
+        path = _folder() / f"photo-{name}.jpg"
+        if not path.exists():
+            image = Image.fromarray(getattr(data, name)()).convert("RGB")
+            image.thumbnail((PHOTO_SIDE, PHOTO_SIDE))
+            image.save(path, quality=90)
+        rows.append([str(path), TASK_PROMPTS["caption"]])
+    return rows
+
+
+def photo_credits() -> str:
+    return "; ".join(f"{name}: {credit}" for name, credit in PHOTOS.items())
+
+
+if __name__ == "__main__":
+    for path, prompt in world_examples() + photo_examples():
+        print(path, "|", prompt)

@@ -1,0 +1,65 @@
+"""User input to core arguments: every check that turns a bad value into a message the user can act on.
+
+Values arrive from the browser or the API; anything wrong raises ValueError (shown as a gr.Error by the tabs),
+so core's own validation (SamplingConfig, the engine's γ range) speaks to the user too.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import gradio as gr
+from PIL import UnidentifiedImageError
+
+from core.sampling import SamplingConfig
+
+MAX_PROMPT_CHARS = 2000
+MAX_NEW_TOKENS = 256
+
+
+def image_input(**kwargs) -> gr.Image:
+    """A gr.Image whose unreadable uploads (a text file renamed .png, a truncated file) raise a clear gr.Error
+    instead of Gradio's generic processing failure. The instance's preprocess is wrapped rather than gr.Image
+    subclassed, because Gradio writes a .pyi stub beside every module that subclasses a component."""
+    image = gr.Image(**kwargs)
+    plain = image.preprocess
+
+    def preprocess(payload):
+        try:
+            return plain(payload)
+        except (UnidentifiedImageError, OSError, ValueError):
+            raise gr.Error("That file is not an image this app can read; upload a PNG, JPEG or WebP.") from None
+
+    image.preprocess = preprocess
+    return image
+
+
+@contextmanager
+def user_errors():
+    """ValueError from the inputs or from core becomes a gr.Error: a message, no stack trace."""
+    try:
+        yield
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from None
+
+
+def whole(value, name: str) -> int:
+    if value is None or not math.isfinite(float(value)) or float(value) != int(float(value)):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def prompt_text(prompt: str | None) -> str:
+    if not prompt or not prompt.strip():
+        raise ValueError("The prompt is empty: type a question or pick a task preset.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
+    return prompt.strip()
+
+
+def sampling(temperature, top_p) -> SamplingConfig:
+    try:
+        return SamplingConfig(temperature=float(temperature), top_p=float(top_p))
+    except TypeError:
+        raise ValueError(f"temperature and top-p must be numbers, got {temperature!r} and {top_p!r}") from None

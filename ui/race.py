@@ -1,0 +1,48 @@
+"""Drafters racing on one request: each lane is one engine stream, advanced one round at a time in turn
+(round-robin in a single generator), so on a small CPU they stream together without competing for cores, and
+each lane's clock counts only its own rounds.
+
+    for lanes in race({"AR": engine.stream(...), "text": engine.stream(...)}): ...
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from core.engine import Round
+
+
+@dataclass
+class Lane:
+    name: str
+    stream: Iterator[Round] | None  # None: the lane could not start (`error` says why)
+    rounds: list[Round] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+    done: bool = False
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for r in self.rounds for t in r.emitted]
+
+    def step(self) -> None:
+        start = time.perf_counter()
+        try:
+            self.rounds.append(next(self.stream))
+        except StopIteration:
+            self.done = True
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def race(lanes: list[Lane]) -> Iterator[list[Lane]]:
+    """Yields the lanes after every sweep in which at least one lane advanced."""
+    for lane in lanes:
+        lane.done = lane.done or lane.stream is None
+    while not all(lane.done for lane in lanes):
+        for lane in lanes:
+            if not lane.done:
+                lane.step()
+        yield lanes

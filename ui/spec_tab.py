@@ -1,0 +1,105 @@
+"""Tab "Speculative decoding": one image and prompt through the target with the chosen drafter, streamed round
+by round as coloured tokens, live statistics, a per-round chart and a round log."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from core.engine import MAX_GAMMA, SpeculativeEngine
+from ui import inputs, models
+from ui.baseline import AR_REFERENCE
+from ui.charts import figure
+from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
+from ui.inputs import image_input, user_errors, whole
+from ui.render import LABELS, tokens_html
+from ui.stats import RunStats, cards_html
+from ui.zerogpu import gpu
+
+TITLE = "Speculative decoding"
+# A chart redraw costs more than a round of the embedded model, so the chart follows at most once a second (and
+# once at the end) while tokens and stats update every round.
+PLOT_EVERY_S = 1.0
+LOG_HEADERS = ["round", "ended with", "drafted", "accepted", "emitted", "draft ms", "verify ms"]
+
+
+def _log_row(r, decode) -> list:
+    return [r.index, LABELS.get(r.kind, r.kind), "".join(decode(t) for t in r.drafted), r.accepted,
+            "".join(decode(t) for t in r.emitted), round(r.draft_seconds * 1000, 1), round(r.verify_seconds * 1000, 1)]
+
+
+@gpu
+def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p, seed, max_new_tokens,
+             progress=gr.Progress()):
+    with user_errors():
+        prompt = inputs.prompt_text(prompt)
+        sampling = inputs.sampling(temperature, top_p)
+        gamma, seed, max_new_tokens = whole(gamma, "γ"), whole(seed, "seed"), whole(max_new_tokens, "max tokens")
+        progress(0, desc="loading models")
+        target = models.target(model_name)
+        drafter = models.drafter(drafter_name, model_name)
+        stream = SpeculativeEngine(target).stream(image, prompt, drafter, gamma=gamma, sampling=sampling,
+                                                  max_new_tokens=max_new_tokens, seed=seed)
+        decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
+        rounds, log, seconds, first, plotted = [], [], 0.0, None, time.perf_counter()
+        while True:
+            start = time.perf_counter()  # the engine's own time: rendering below is not counted
+            r = next(stream, None)
+            seconds += time.perf_counter() - start
+            if r is None:
+                break
+            rounds.append(r)
+            log.append(_log_row(r, decode))
+            first = first or seconds
+            stats = RunStats.of(rounds, seconds, first)
+            progress((stats.tokens, max_new_tokens), desc="decoding", unit="tokens")
+            if drafter is None:
+                ar, note = stats.tokens_per_second, "Plain decoding: this run is the AR reference (1.00x)."
+            else:
+                ar = AR_REFERENCE.tokens_per_second()
+                note = (f"Speedup vs AR divides by this server's plain-decoding speed ({ar:.1f} tokens/s over its "
+                        "recent AR runs); the Drafter race tab times both on the same request.") if ar else ""
+            plot = gr.skip()
+            if time.perf_counter() - plotted > PLOT_EVERY_S:
+                plot, plotted = figure(rounds, stats), time.perf_counter()
+            yield (tokens_html(rounds, decode), cards_html(stats, ar, note), plot, log,
+                   target.tokenizer.decode([t for x in rounds for t in x.emitted], skip_special_tokens=True).strip())
+        yield gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip()
+        if drafter is None:
+            AR_REFERENCE.record(seconds, stats.tokens)
+
+
+def build() -> None:
+    with gr.Row():
+        with gr.Column(scale=2):
+            image = image_input(type="pil", label="Image", height=240, elem_id="spec-image", sources=["upload", "clipboard"])
+            prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4)
+            gr.Examples(world_examples(), [image, prompt], label="World samples (what the embedded models know)",
+                        visible_columns=[0], examples_per_page=8)
+            photos = photo_examples()
+            if photos:
+                gr.Examples(photos, [image, prompt], visible_columns=[0],
+                            label=f"Photographs, out of distribution here ({photo_credits()}; from scikit-image)")
+            preset = gr.Radio(list(TASK_PROMPTS), label="Task preset", value="caption")
+            with gr.Row():
+                model = gr.Dropdown(models.model_choices(), value=models.EMBEDDED, label="Target model")
+                drafter = gr.Dropdown(models.drafter_choices(), value=models.default_drafter(), label="Drafter")
+            run = gr.Button("Generate", variant="primary")
+            with gr.Accordion("Decoding settings", open=True):
+                gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="Draft length γ")
+                temperature = gr.Slider(0, 1.5, value=0, step=0.05, label="Temperature (0 = greedy)")
+                top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+                seed = gr.Number(0, precision=0, label="Seed")
+                max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+        with gr.Column(scale=3):
+            tokens = gr.HTML(tokens_html([], str), label="Tokens", elem_id="spec-tokens")
+            stats = gr.HTML(elem_id="spec-stats")
+            plot = gr.Plot(label="Rounds", elem_id="spec-plot")
+            text = gr.Textbox(label="Output text", interactive=False, buttons=["copy"], elem_id="spec-output")
+            with gr.Accordion("Round log", open=False):
+                log = gr.Dataframe(headers=LOG_HEADERS, interactive=False, wrap=True)
+    preset.change(lambda task: TASK_PROMPTS[task], preset, prompt, queue=False, api_visibility="private")
+    run.click(generate, [image, prompt, model, drafter, gamma, temperature, top_p, seed, max_new],
+              [tokens, stats, plot, log, text], api_name="generate", concurrency_id="decode",
+              show_progress_on=[text])  # an overlay on the tokens would hide them while they stream
