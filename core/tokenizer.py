@@ -51,20 +51,26 @@ def world_text(n: int = 6000) -> list[str]:
     return [f"{s.prompt}\n{s.answer}" for s in world.samples("train", n)]
 
 
-def train_tokenizer(vocab_size: int = 2048) -> PreTrainedTokenizerFast:
+def byte_level_bpe(texts: list[str], vocab_size: int, special_tokens: list[str]) -> Tokenizer:
+    """Byte-level BPE with digits split one by one, as Qwen's tokenizers do: numbers (read off images, or summed)
+    then map digit by digit."""
     bpe = Tokenizer(models.BPE())
-    # Digits split one by one, as Qwen's tokenizers do: numbers read off images then map glyph by glyph.
     bpe.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(world_text() + general_text(), trainer=trainer)
+    bpe.train_from_iterator(texts, trainer=trainer)
+    return bpe
+
+
+def train_tokenizer(vocab_size: int = 2048) -> PreTrainedTokenizerFast:
+    bpe = byte_level_bpe(world_text() + general_text(), vocab_size, SPECIAL_TOKENS)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token="<|im_end|>",

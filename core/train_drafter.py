@@ -23,7 +23,7 @@ from core.train_target import answer_batch, per_sample_loss
 
 @dataclass
 class DrafterTrainConfig:
-    steps: int = 1500
+    steps: int = 1000
     batch: int = 64
     lr: float = 3e-3
     warmup: int = 50

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 from core.reap import data
+from core.tokenizer import byte_level_bpe
 
 MOE_PATH = Path(__file__).resolve().parents[2] / "assets" / "models" / "moe"
 
@@ -34,19 +34,9 @@ class MoeSize:
 
 
 def train_tokenizer(vocab_size: int = 2048) -> PreTrainedTokenizerFast:
-    """Byte-level BPE over the training split of every domain; digits stay single tokens so sums are learnable."""
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator([t for d in data.DOMAINS for t in data.texts(d, "train")], trainer=trainer)
+    """Byte-level BPE over the training split of every domain."""
+    texts = [t for d in data.DOMAINS for t in data.texts(d, "train")]
+    bpe = byte_level_bpe(texts, vocab_size, ["<|endoftext|>"])
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
 
 
