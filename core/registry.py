@@ -52,4 +52,7 @@ def load_drafter(name: str, target_name: str = "embedded") -> Drafter | None:
         return None
     if name not in DRAFTERS:
         raise ValueError(f"unknown drafter {name!r}; choose from {[NO_DRAFTER, *DRAFTERS]}")
-    return _load_drafter(name, target_name)
+    try:
+        return _load_drafter(name, target_name)
+    except OSError as exc:  # transformers' message for a missing directory talks about hub repo ids
+        raise ValueError(f"the {name!r} drafter has no trained weights here ({exc.__class__.__name__})") from None

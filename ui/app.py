@@ -15,6 +15,7 @@ import gradio as gr
 
 from core import world
 from core.engine import SpeculativeEngine
+from core.registry import load_drafter
 from ui import about_tab, models, race_tab, spec_tab
 from ui.baseline import AR_REFERENCE
 from ui.style import CSS
@@ -46,7 +47,7 @@ def warm_up() -> None:
     AR_REFERENCE.record(plain.seconds, plain.new_tokens)
     drafter = models.default_drafter()
     if drafter != models.NO_DRAFTER:
-        engine.generate(sample.image, sample.prompt, models.drafter(drafter), max_new_tokens=8)
+        engine.generate(sample.image, sample.prompt, load_drafter(drafter), max_new_tokens=8)
 
 
 def launch(**kwargs) -> gr.Blocks:

@@ -7,12 +7,9 @@ drafter in core.registry, with errors a user can act on when one cannot be loade
 from __future__ import annotations
 
 import os
-import socket
-import threading
-from functools import lru_cache
 
 from core.embedded import EMBEDDED_PATHS
-from core.registry import DRAFTERS, NO_DRAFTER, load_drafter, load_target
+from core.registry import DRAFTERS, NO_DRAFTER, load_target
 
 EMBEDDED = "embedded"
 HUB_PRESETS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct")
@@ -24,28 +21,12 @@ DRAFTER_NOTES = {
 }
 
 
-@lru_cache(maxsize=1)
 def hub_unavailable_reason() -> str:
-    """Why hub presets cannot be used here. core.registry loads only the embedded target or a local
-    directory, so even a reachable hub is not enough; the reachability check still says which wall is hit first."""
+    """Why hub presets are listed but disabled. No network probe: core.registry cannot load hub models yet, so
+    reaching the hub would change nothing."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return "HF_HUB_OFFLINE is set on this server"
-    reachable = []
-    # getaddrinfo ignores socket timeouts, so the probe runs in a thread we stop waiting for after 2 s.
-    probe = threading.Thread(target=lambda: reachable.append(_can_connect("huggingface.co", 443)), daemon=True)
-    probe.start()
-    probe.join(2.0)
-    if not (reachable and reachable[0]):
-        return "the Hugging Face Hub cannot be reached from this server"
-    return "core.registry cannot load hub models yet (embedded target and local model directories only)"
-
-
-def _can_connect(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=1.5).close()
-        return True
-    except OSError:
-        return False
+    return "core.registry loads only the embedded target and local model directories for now"
 
 
 def model_choices() -> list[tuple[str, str]]:
@@ -76,16 +57,6 @@ def target(name: str):
     if name in HUB_PRESETS:
         raise ValueError(f"{name} is disabled: {hub_unavailable_reason()}.")
     return load_target(name)
-
-
-def drafter(name: str, target_name: str = EMBEDDED):
-    """The drafter, or a ValueError naming what is missing (load_drafter raises OSError for absent weights)."""
-    try:
-        return load_drafter(name, target_name)
-    except OSError:
-        raise ValueError(
-            f"The {name!r} drafter has no trained weights on this server yet; pick another drafter."
-        ) from None
 
 
 if __name__ == "__main__":

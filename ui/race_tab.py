@@ -9,7 +9,7 @@ import html
 import gradio as gr
 
 from core.engine import MAX_GAMMA, SpeculativeEngine
-from core.registry import DRAFTERS
+from core.registry import DRAFTERS, load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.examples import TASK_PROMPTS, world_examples
@@ -79,7 +79,7 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
         lanes = [Lane(AR, stream(None))]
         for name in drafters or []:
             try:
-                lanes.append(Lane(name, stream(models.drafter(name))))
+                lanes.append(Lane(name, stream(load_drafter(name))))
             except ValueError as exc:
                 lanes.append(Lane(name, None, error=str(exc)))
         for lanes in race(lanes):

@@ -8,6 +8,7 @@ import time
 import gradio as gr
 
 from core.engine import MAX_GAMMA, SpeculativeEngine
+from core.registry import load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
@@ -38,7 +39,7 @@ def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p,
         gamma, seed, max_new_tokens = whole(gamma, "γ"), whole(seed, "seed"), whole(max_new_tokens, "max tokens")
         progress(0, desc="loading models")
         target = models.target(model_name)
-        drafter = models.drafter(drafter_name, model_name)
+        drafter = load_drafter(drafter_name, model_name)
         stream = SpeculativeEngine(target).stream(image, prompt, drafter, gamma=gamma, sampling=sampling,
                                                   max_new_tokens=max_new_tokens, seed=seed)
         decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
