@@ -50,7 +50,6 @@ class Round:
 class Session:
     """Everything one request needs; drafters read from it."""
 
-    vlm: VisionLanguageModel
     request: Request
     sampling: SamplingConfig
     generator: torch.Generator
@@ -141,7 +140,7 @@ class SpeculativeEngine:
     def open(self, image, prompt: str, sampling: SamplingConfig, seed: int) -> Session:
         request = self.target.prepare(image, prompt)
         generator = torch.Generator().manual_seed(seed)
-        return Session(self.target, request, sampling, generator, self.target.encode_image(request))
+        return Session(request, sampling, generator, self.target.encode_image(request))
 
     def _prefill(self, session: Session) -> int:
         model = self.target.model

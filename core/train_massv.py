@@ -55,13 +55,12 @@ class MassvTrainConfig:
 def distillation_set(target: VisionLanguageModel, cfg: MassvTrainConfig, batch: int = 32) -> dict:
     """The target's own responses to training prompts (world train split), batched with left padding."""
     tok = target.tokenizer
-    tok.padding_side = "left"
     rows = []
     for start in range(0, cfg.prompts, batch):
         samples = world.samples("train", min(batch, cfg.prompts - start), start=1_000_000 + start)
         requests = [target.prepare(s.image, s.prompt) for s in samples]
         texts = [tok.decode(r.input_ids[0]) for r in requests]
-        enc = tok(texts, return_tensors="pt", padding=True)
+        enc = tok(texts, return_tensors="pt", padding=True, padding_side="left")
         for k in range(cfg.samples_per_prompt):
             out = target.model.generate(
                 **enc,
@@ -76,7 +75,6 @@ def distillation_set(target: VisionLanguageModel, cfg: MassvTrainConfig, batch: 
                 response = tok.decode(out[i, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
                 rows.append({"split": "train", "index": 1_000_000 + start + i, "task": s.task, "prompt": s.prompt,
                              "response": response, "ground_truth": s.answer, "draw": k})
-    tok.padding_side = "right"
     agree = sum(r["response"] == r["ground_truth"] for r in rows) / len(rows)
     metadata = {"target": cfg.target, "temperature": cfg.temperature, "samples_per_prompt": cfg.samples_per_prompt,
                 "max_new_tokens": cfg.max_new_tokens, "prompts": cfg.prompts, "agreement_with_ground_truth": agree}
