@@ -101,4 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError as exc:  # bad input: a message, not a traceback
+        raise SystemExit(f"error: {exc}") from None
