@@ -42,7 +42,7 @@ class Drafter(Protocol):
 
 
 class CachedPrefix:
-    """A KV cache plus the token ids it holds; `feed` keeps the two in step and crops to a shared prefix."""
+    """A KV cache plus the token ids it holds; `pending` crops it to the prefix shared with a sequence."""
 
     def __init__(self, model: PreTrainedModel):
         self.cache = DynamicCache(config=model.config)

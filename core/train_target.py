@@ -49,11 +49,11 @@ def answer_batch(tok, batch: list[world.Sample], vlm: VisionLanguageModel | None
     rows, labels, types = [], [], []
     if with_image:
         pixels = vlm.image_processor(images=[s.image for s in batch], return_tensors="pt")
-        per_image = (pixels["image_grid_thw"].prod(-1) // vlm.image_processor.merge_size**2).tolist()
     for i, s in enumerate(batch):
-        text = chat_prompt(tok, s.prompt, with_image)
         if with_image:
-            text = text.replace(vlm.image_token, vlm.image_token * per_image[i], 1)
+            text = vlm.image_prompt_text(s.prompt, pixels["image_grid_thw"][i])
+        else:
+            text = chat_prompt(tok, s.prompt, False)
         prompt_ids = tok(text)["input_ids"]
         answer_ids = tok(s.answer)["input_ids"] + [tok.eos_token_id]
         rows.append(prompt_ids + answer_ids)

@@ -91,6 +91,11 @@ class VisionLanguageModel:
     def prompt_text(self, prompt: str, with_image: bool) -> str:
         return chat_prompt(self.tokenizer, prompt, with_image)
 
+    def image_prompt_text(self, prompt: str, image_grid_thw: torch.Tensor) -> str:
+        """The chat prompt with the image placeholder repeated once per visual feature of that image."""
+        n_features = int(image_grid_thw.prod()) // self.image_processor.merge_size**2
+        return self.prompt_text(prompt, True).replace(self.image_token, self.image_token * n_features, 1)
+
     def prepare(self, image: Image.Image | None, prompt: str) -> Request:
         text_ids = self.tokenizer(self.prompt_text(prompt, False), return_tensors="pt")["input_ids"]
         if image is None:
@@ -98,9 +103,7 @@ class VisionLanguageModel:
             return Request(ids, torch.zeros_like(ids), None, None, text_ids)
         pixels = self.image_processor(images=[image.convert("RGB")], return_tensors="pt")
         grid = pixels["image_grid_thw"]
-        n_features = int(grid.prod()) // self.image_processor.merge_size**2
-        text = self.prompt_text(prompt, True).replace(self.image_token, self.image_token * n_features, 1)
-        ids = self.tokenizer(text, return_tensors="pt")["input_ids"]
+        ids = self.tokenizer(self.image_prompt_text(prompt, grid), return_tensors="pt")["input_ids"]
         mm = (ids == self.image_token_id).long()
         return Request(ids, mm, pixels["pixel_values"], grid, text_ids)
 
