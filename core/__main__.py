@@ -15,6 +15,8 @@ def _train(args) -> None:
         from core.train_drafter import run
     elif args.what == "moe":
         from core.reap.train_moe import run
+    elif args.what == "dream":
+        from core.train_dream import run
     else:
         from core.train_massv import run
     run(args)
@@ -53,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train an embedded model")
-    train.add_argument("what", choices=["target", "text-drafter", "massv", "moe"])
+    train.add_argument("what", choices=["target", "text-drafter", "massv", "dream", "moe"])
     train.add_argument("--steps", type=int)
     train.add_argument("--batch", type=int)
     train.add_argument("--lr", type=float)
@@ -61,12 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out")
     train.add_argument("--target", help="target whose tokenizer (and outputs) a drafter trains on")
     train.add_argument("--init", help="target: continue from this checkpoint")
+    train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
+    train.add_argument("--warmup", type=int, help="target: LR warmup steps")
+    train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
     train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
     train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
     train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")
     train.add_argument("--prompts", type=int, help="massv phase 2: training prompts the target answers")
     train.add_argument("--samples-per-prompt", dest="samples_per_prompt", type=int)
     train.add_argument("--temperature", type=float, help="massv phase 2: the target's sampling temperature")
+    train.add_argument("--data", help="dream: a self-distillation set to reuse when it matches the target")
+    train.add_argument("--intermediate", help="dream: entropy (default), none, or a fixed depth such as 0.5")
     train.set_defaults(func=_train)
 
     ev = sub.add_parser("eval-target", help="exact match of the target on held-out world samples")
@@ -78,13 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="generate for one image and prompt, optionally with a drafter")
     gen.add_argument("--image", help="image file (omit for a text-only prompt)")
     gen.add_argument("--prompt", required=True)
-    gen.add_argument("--drafter", default="none", help="none, text, ...")
+    gen.add_argument("--drafter", default="none",
+                     help="none, text, massv-phase1, massv, dream; options after a colon: dream:keep=0.5,tree=4x32")
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_options(gen)
     gen.set_defaults(func=_generate)
 
     bench = sub.add_parser("bench-spec", help="tau / acceptance / speedup of drafters on held-out world samples")
-    bench.add_argument("--drafters", default="text", help="comma-separated drafter names")
+    bench.add_argument("--drafters", default="text",
+                       help="comma-separated drafters; a drafter's options follow a colon: text,dream:keep=0.5,tree=4x32")
     bench.add_argument("--n", type=int, default=40)
     bench.add_argument("--tasks", help="comma-separated task families (default: all)")
     bench.add_argument("--json", help="write the report here too")

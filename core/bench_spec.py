@@ -6,7 +6,7 @@ Every sample runs plain autoregressive decoding and each drafter back to back, i
 speedup is a ratio measured under the same machine noise. Definitions (vLLM's):
   tau                     tokens emitted per target forward, the bonus token included (AR: 1.0)
   acceptance_rate         accepted drafts / drafted tokens
-  per_position_acceptance P(draft i accepted), over rounds that drafted at least i+1 tokens
+  per_position_acceptance P(draft i accepted), over rounds that drafted at least i+1 deep (trees: depth)
   speedup                 AR wall time / drafter wall time over the same samples
   lossless_mismatches     greedy outputs that differ from AR (must be 0; null when sampling)
 """
@@ -23,7 +23,7 @@ import torch
 
 from core import world
 from core.engine import Generation, SpeculativeEngine
-from core.registry import load_drafter, load_target
+from core.registry import load_drafter, load_target, split_drafters
 from core.sampling import SamplingConfig
 
 
@@ -33,9 +33,9 @@ def _stats(gens: list[Generation], ar_seconds: float) -> dict:
     rounds = [r for g in gens for r in g.rounds if r.drafted]
     drafted = sum(len(r.drafted) for r in rounds)
     accepted = sum(r.accepted for r in rounds)
-    depth = max((len(r.drafted) for r in rounds), default=0)
+    depth = max((r.depth for r in rounds), default=0)
     per_position = [
-        sum(r.accepted > i for r in rounds if len(r.drafted) > i) / max(1, sum(len(r.drafted) > i for r in rounds))
+        sum(r.accepted > i for r in rounds if r.depth > i) / max(1, sum(r.depth > i for r in rounds))
         for i in range(depth)
     ]
     return {
@@ -123,7 +123,7 @@ def bench(
 def run(args) -> None:
     t0 = time.time()
     report = bench(
-        drafters=[d for d in args.drafters.split(",") if d],
+        drafters=split_drafters(args.drafters),
         n=args.n,
         gamma=args.gamma,
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),

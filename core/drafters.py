@@ -3,7 +3,7 @@
 A drafter is shared by all requests; `start(session)` returns a per-request `DraftRun` holding that request's
 caches, so concurrent requests never share state. `DraftRun.propose(session, gamma)` drafts gamma tokens that
 continue `session.generated`, drawing each from the distribution it returns (so the engine's acceptance rule
-stays lossless).
+stays lossless); a run that can draft a tree may return one instead (greedy decoding only, gamma = its depth).
 
 Cache rollback is generic: a run remembers which tokens its KV cache holds, and on each proposal crops the cache
 to the longest prefix shared with the committed sequence and feeds the rest. Rejected drafts vanish; accepted ones
@@ -27,8 +27,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class DraftProposal:
-    tokens: list[int]  # gamma drafted ids
-    probs: torch.Tensor  # [gamma, V] the distributions they were drawn from
+    """A chain (parents None: token i follows token i-1) or a tree (core/tree.py: parents[i] is the index of node
+    i's parent, -1 for the newest committed token). probs[i] is the distribution token i was drawn from."""
+
+    tokens: list[int]
+    probs: torch.Tensor  # [len(tokens), V]
+    parents: list[int] | None = None
 
 
 class DraftRun(Protocol):

@@ -31,6 +31,7 @@ EMBEDDED_PATHS = {
     "text": ASSETS / "text-drafter",
     "massv-phase1": ASSETS / "massv-phase1",
     "massv": ASSETS / "massv",
+    "dream": ASSETS / "dream",
 }
 
 
@@ -45,10 +46,10 @@ class TargetSize:
     vision_depth: int = 2
     vision_heads: int = 4
     patch: int = 16
-    # The visual grid is only 3x3 tokens. Qwen2.5-VL's rotary sections give height and width the middle and lowest
-    # frequencies; at theta 1e4 and head_dim 32 one column step rotates by at most 0.003 rad, so the LM cannot
-    # tell columns apart (captions, OCR order and charts stall). At theta 4 a column step is >= 0.27 rad.
-    rope_theta: float = 4.0
+    # Standard theta: its slow rotary dimensions are what lets attention match content at any distance. With only
+    # 3x3 visual tokens, rotary positions barely tell columns apart (one column step turns the width section by
+    # <= 0.003 rad), so the visual tokens carry their cell in their content instead (VisionProbe in train_target).
+    rope_theta: float = 10000.0
 
 
 @dataclass

@@ -7,7 +7,9 @@
 Each round feeds the target the last committed token plus the gamma drafted tokens in ONE forward, accepts
 with the lossless rule in core/sampling.py, and crops the target's KV cache back to the accepted prefix. With no
 drafter a round is one plain decode step, so autoregressive decoding (the baseline) runs through the same code.
-The image is encoded once per request; drafters that use it read `session.image_features`.
+The image is encoded once per request; drafters that use it read `session.image_features`. Drafters that read
+the target's own states (DREAM) find its last-layer features of every committed position in `session.features`
+and, while `Drafter.start` runs, all layers' states at prefill in `session.prefill_states`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import torch
 from PIL import Image
 from transformers import DynamicCache
 
-from core.drafters import Drafter
+from core.drafters import DraftProposal, Drafter
 from core.sampling import SamplingConfig, distribution, sample, verify
+from core.tree import depths, greedy_path, keep_rows, verify_mask
 from core.vlm import Request, VisionLanguageModel, decode_positions
 
 MAX_GAMMA = 16
@@ -40,10 +43,27 @@ class Round:
     kind: str  # how the target's own token came: "prefill", "plain", "correction" (a draft was rejected), "bonus"
     draft_seconds: float
     verify_seconds: float
+    parents: list[int] | None = None  # tree rounds: the drafted tree (core/tree.py)
+    path: list[int] | None = None  # tree rounds: indices of the accepted branch's nodes
+
+    def branch(self) -> list[int]:
+        """Indices into `drafted` read as a chain: all of a chain; in a tree, the accepted branch followed by the
+        draft the target turned down there (the best child of the branch's last node), if any."""
+        if self.parents is None:
+            return list(range(len(self.drafted)))
+        tip = self.path[-1] if self.path else -1
+        turned_down = next((i for i, p in enumerate(self.parents) if p == tip), None)
+        return self.path + ([] if turned_down is None else [turned_down])
+
+    @property
+    def depth(self) -> int:
+        """How many tokens deep the draft went: a chain's length, a tree's depth."""
+        return max(depths(self.parents), default=0) if self.parents is not None else len(self.drafted)
 
     @property
     def rejected(self) -> int | None:
-        return self.drafted[self.accepted] if self.accepted < len(self.drafted) else None
+        branch = self.branch()
+        return self.drafted[branch[self.accepted]] if self.accepted < len(branch) else None
 
 
 @dataclass
@@ -57,6 +77,9 @@ class Session:
     generated: list[int] = field(default_factory=list)
     cache: DynamicCache | None = None
     rope_delta: int = 0
+    features: torch.Tensor | None = None  # [positions, H] target last-layer states, all but the newest token
+    prefill_states: tuple[torch.Tensor, ...] | None = None  # every layer's states at prefill; only during start
+    prefill_positions: torch.Tensor | None = None
 
 
 @dataclass
@@ -86,7 +109,9 @@ class Generation:
             "new_tokens": self.new_tokens,
             "target_forwards": self.target_forwards,
             "tau": self.tau,
-            "rounds": [{"drafted": len(r.drafted), "accepted": r.accepted, "emitted": len(r.emitted)} for r in self.rounds],
+            "rounds": [{"drafted": len(r.drafted), "accepted": r.accepted, "emitted": len(r.emitted),
+                        **({"tree": {"parents": r.parents, "path": r.path}} if r.parents is not None else {})}
+                       for r in self.rounds],
             "seconds": self.seconds,
         }
 
@@ -115,6 +140,7 @@ class SpeculativeEngine:
         first = self._prefill(session)
         yield Round(0, [], [], [], 0, [first], "prefill", 0.0, time.perf_counter() - start)
         run = drafter.start(session) if drafter is not None else None
+        session.prefill_states = None  # all layers' prompt states: large on hub models, needed only by start
         index = 0
         while not self._finished(session, max_new_tokens):
             index += 1
@@ -147,45 +173,61 @@ class SpeculativeEngine:
         positions, session.rope_delta = self.target.rope_positions(session.request)
         session.cache = DynamicCache(config=model.config)
         extra = {"mm_encoder_outputs": {"image": session.image_features}} if session.image_features is not None else {}
-        logits = model(
+        out = model(
             input_ids=session.request.input_ids.to(model.device),
             position_ids=positions.to(model.device),
             cache=session.cache,
             use_cache=True,
             logits_to_keep=1,
+            output_hidden_states=True,
             **extra,
-        ).logits[0]
-        token = sample(distribution(logits, session.sampling)[0], session.sampling, session.generator)
+        )
+        session.features = out.hidden_states[-1][0]
+        session.prefill_states, session.prefill_positions = out.hidden_states, positions
+        token = sample(distribution(out.logits[0], session.sampling)[0], session.sampling, session.generator)
         session.generated.append(token)
         return token
 
-    def _target_logits(self, session: Session, tokens: list[int]) -> torch.Tensor:
-        """Target logits [len(tokens), V] for tokens appended after the cached prefix."""
+    def _target_forward(self, session: Session, tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Target logits [n, V] and last-layer states [n, H] for tokens appended after the cached prefix."""
         model = self.target.model
         start = session.cache.get_seq_length()
-        return model(
+        out = model(
             input_ids=torch.tensor([tokens], device=model.device),
             position_ids=decode_positions(start, len(tokens), session.rope_delta).to(model.device),
             cache=session.cache,
             use_cache=True,
-        ).logits[0]
+            output_hidden_states=True,
+        )
+        return out.logits[0], out.hidden_states[-1][0]
+
+    def _keep_features(self, session: Session, states: torch.Tensor) -> None:
+        """Extend session.features to every committed position but the newest (whose state is not computed yet)."""
+        wanted = session.request.input_ids.shape[1] + len(session.generated) - 1
+        have = len(session.features)
+        session.features = torch.cat([session.features, states[: wanted - have]])
 
     def _plain_round(self, session: Session, max_new_tokens: int) -> Round:
         t0 = time.perf_counter()
-        p = distribution(self._target_logits(session, session.generated[-1:]), session.sampling)
-        token = sample(p[0], session.sampling, session.generator)
+        logits, states = self._target_forward(session, session.generated[-1:])
+        token = sample(distribution(logits, session.sampling)[0], session.sampling, session.generator)
         emitted = self._commit(session, [token], max_new_tokens)
+        self._keep_features(session, states)
         return Round(0, [], [], [], 0, emitted, "plain", 0.0, time.perf_counter() - t0)
 
     def _speculative_round(self, session: Session, run, gamma: int, max_new_tokens: int) -> Round:
         t0 = time.perf_counter()
         proposal = run.propose(session, gamma)
         t1 = time.perf_counter()
+        if proposal.parents is not None:
+            return self._tree_round(session, proposal, max_new_tokens, t0, t1)
         drafted = proposal.tokens
-        p = distribution(self._target_logits(session, session.generated[-1:] + drafted), session.sampling)
+        logits, states = self._target_forward(session, session.generated[-1:] + drafted)
+        p = distribution(logits, session.sampling)
         accepted, token = verify(drafted, proposal.probs, p, session.sampling, session.generator)
         session.cache.crop(accepted - gamma)  # drop the rejected drafts' keys and values
         emitted = self._commit(session, drafted[:accepted] + [token], max_new_tokens)
+        self._keep_features(session, states)
         rows = torch.arange(gamma)
         return Round(
             index=0,
@@ -197,6 +239,44 @@ class SpeculativeEngine:
             kind="bonus" if accepted == gamma else "correction",
             draft_seconds=t1 - t0,
             verify_seconds=time.perf_counter() - t1,
+        )
+
+    def _tree_round(self, session: Session, proposal: DraftProposal, max_new_tokens: int, t0: float, t1: float) -> Round:
+        """Verify a whole draft tree in one forward (tree attention mask, rotary position = depth) and keep the
+        branch the target's greedy choices follow. Trees are drafted for greedy decoding only."""
+        model = self.target.model
+        tokens, parents = proposal.tokens, proposal.parents
+        start = session.cache.get_seq_length()
+        text = (start + torch.tensor([0, *depths(parents)])).view(1, 1, -1)
+        mask = verify_mask(parents, start).to(model.device)
+        out = model(
+            input_ids=torch.tensor([session.generated[-1:] + tokens], device=model.device),
+            position_ids=torch.cat([text, (text + session.rope_delta).expand(3, 1, -1)]).to(model.device),
+            attention_mask={kind: mask for kind in set(self.target.text_config.layer_types)},
+            cache=session.cache,
+            use_cache=True,
+            output_hidden_states=True,
+        )
+        p = distribution(out.logits[0], session.sampling)
+        path, token = greedy_path(tokens, parents, p.argmax(-1).tolist())
+        rows = [0] + [i + 1 for i in path]  # the root and the accepted branch
+        keep_rows(session.cache, start, rows)
+        emitted = self._commit(session, [tokens[i] for i in path] + [token], max_new_tokens)
+        self._keep_features(session, out.hidden_states[-1][0][rows])
+        index = torch.arange(len(tokens))
+        reached_leaf = bool(path) and all(q != path[-1] for q in parents)
+        return Round(
+            index=0,
+            drafted=tokens,
+            draft_probs=proposal.probs[index, tokens].tolist(),
+            target_probs=p[torch.tensor(parents) + 1, tokens].tolist(),  # each node under its parent's row
+            accepted=len(path),
+            emitted=emitted,
+            kind="bonus" if reached_leaf else "correction",
+            draft_seconds=t1 - t0,
+            verify_seconds=time.perf_counter() - t1,
+            parents=parents,
+            path=path,
         )
 
     def _commit(self, session: Session, tokens: list[int], max_new_tokens: int) -> list[int]:

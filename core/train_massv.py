@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 from core import world
 from core.embedded import EMBEDDED_PATHS
 from core.massv import MassvDrafter, multimodal_embeds, visual_features
+from core.self_distill import DistillConfig, distillation_set, training_samples
 from core.train_target import answer_batch, per_sample_loss
 from core.vlm import VisionLanguageModel
 
@@ -49,36 +50,6 @@ class MassvTrainConfig:
         self.steps = self.steps or (600 if self.phase == 1 else 1200)
         self.lr = self.lr or (2e-3 if self.phase == 1 else 1e-3)
         self.out = self.out or str(EMBEDDED_PATHS["massv-phase1" if self.phase == 1 else "massv"])
-
-
-@torch.no_grad()
-def distillation_set(target: VisionLanguageModel, cfg: MassvTrainConfig, batch: int = 32) -> dict:
-    """The target's own responses to training prompts (world train split), batched with left padding."""
-    tok = target.tokenizer
-    rows = []
-    for start in range(0, cfg.prompts, batch):
-        samples = world.samples("train", min(batch, cfg.prompts - start), start=1_000_000 + start)
-        requests = [target.prepare(s.image, s.prompt) for s in samples]
-        texts = [tok.decode(r.input_ids[0]) for r in requests]
-        enc = tok(texts, return_tensors="pt", padding=True, padding_side="left")
-        for k in range(cfg.samples_per_prompt):
-            out = target.model.generate(
-                **enc,
-                mm_token_type_ids=(enc["input_ids"] == target.image_token_id).long(),
-                pixel_values=torch.cat([r.pixel_values for r in requests]),
-                image_grid_thw=torch.cat([r.image_grid_thw for r in requests]),
-                max_new_tokens=cfg.max_new_tokens,
-                do_sample=cfg.temperature > 0,
-                temperature=cfg.temperature if cfg.temperature > 0 else None,
-            )
-            for i, s in enumerate(samples):
-                response = tok.decode(out[i, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
-                rows.append({"split": "train", "index": 1_000_000 + start + i, "task": s.task, "prompt": s.prompt,
-                             "response": response, "ground_truth": s.answer, "draw": k})
-    agree = sum(r["response"] == r["ground_truth"] for r in rows) / len(rows)
-    metadata = {"target": cfg.target, "temperature": cfg.temperature, "samples_per_prompt": cfg.samples_per_prompt,
-                "max_new_tokens": cfg.max_new_tokens, "prompts": cfg.prompts, "agreement_with_ground_truth": agree}
-    return {"metadata": metadata, "rows": rows}
 
 
 def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: list[world.Sample], params, cfg) -> list:
@@ -123,10 +94,10 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
         extra = {}
     else:
         drafter = MassvDrafter.from_pretrained(cfg.phase1)
-        dataset = distillation_set(target, cfg)
+        dataset = distillation_set(target, DistillConfig(cfg.target, cfg.prompts, cfg.samples_per_prompt,
+                                                         cfg.temperature, cfg.max_new_tokens))
         (out / "distillation_set.json").write_text(json.dumps(dataset))
-        data = [world.Sample(world.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
-                for r in dataset["rows"]]
+        data = training_samples(dataset)
         params = list(drafter.model.parameters()) + list(drafter.projector.parameters())
         extra = {"distillation": dataset["metadata"]}
         print("distillation set:", dataset["metadata"], flush=True)

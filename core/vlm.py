@@ -10,11 +10,14 @@ embedded Qwen2.5-VL and a hub `Qwen/Qwen2.5-VL-7B-Instruct` take the same path.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from PIL import Image
+from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl
+from transformers.models.qwen2_vl import modeling_qwen2_vl
 from transformers import (
     AutoConfig,
     AutoTokenizer,
@@ -30,13 +33,16 @@ from transformers import (
 class VLMFamily:
     model_class: type[PreTrainedModel]
     image_processor_class: type
+    apply_rotary: Callable  # (q, k, cos, sin) -> (q, k): the family's rotary embedding of the text layers
     image_token: str = "<|image_pad|>"
 
 
 # The PIL image processor: the default one needs torchvision, which CPU installs here do not have.
 VLM_FAMILIES = {
-    "qwen2_5_vl": VLMFamily(Qwen2_5_VLForConditionalGeneration, Qwen2VLImageProcessorPil),
-    "qwen2_vl": VLMFamily(Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil),
+    "qwen2_5_vl": VLMFamily(Qwen2_5_VLForConditionalGeneration, Qwen2VLImageProcessorPil,
+                            modeling_qwen2_5_vl.apply_rotary_pos_emb),
+    "qwen2_vl": VLMFamily(Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil,
+                          modeling_qwen2_vl.apply_rotary_pos_emb),
 }
 
 
@@ -62,6 +68,7 @@ class VisionLanguageModel:
             raise ValueError(
                 f"unsupported VLM type {model.config.model_type!r}; supported: {sorted(VLM_FAMILIES)}"
             )
+        self.family = family
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.image_processor = image_processor
@@ -126,6 +133,24 @@ class VisionLanguageModel:
             ids, mm_token_type_ids=request.mm_token_type_ids, image_grid_thw=request.image_grid_thw
         )
         return torch.cat([text, mrope]), int(delta.view(-1)[0])
+
+
+def last_layer_attention(vlm: VisionLanguageModel, hidden_states: tuple[torch.Tensor, ...],
+                         positions: torch.Tensor) -> torch.Tensor:
+    """[L, L] attention of the target's last layer (mean over heads) for a prompt, recomputed from the layer's input
+    (`hidden_states[-2]` of a forward with output_hidden_states), so prefill can keep its fast attention kernel."""
+    text = vlm.model.model.language_model
+    layer = text.layers[-1]
+    attn = layer.self_attn
+    x = layer.input_layernorm(hidden_states[-2])
+    heads = lambda proj: proj(x).view(*x.shape[:2], -1, attn.head_dim).transpose(1, 2)  # noqa: E731
+    cos, sin = text.rotary_emb(x, positions[1:].to(x.device))
+    q, k = vlm.family.apply_rotary(heads(attn.q_proj), heads(attn.k_proj), cos, sin)
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scores = (q @ k.transpose(-1, -2)).float() * attn.scaling
+    length = scores.shape[-1]
+    scores = scores.masked_fill(torch.ones(length, length, dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(-1).mean(1)[0]
 
 
 def chat_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, with_image: bool) -> str:

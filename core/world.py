@@ -70,6 +70,7 @@ class Sample:
     prompt: str
     answer: str
     patch_labels: tuple[int, ...] | None = None  # PATCH_GRID**2 classes, row-major; None where not labelled
+    chart_columns: tuple[tuple[str, int], ...] | None = None  # (label, value) of each cell column of a chart
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ def _chart(rng: random.Random) -> Sample:
     else:
         prompt = f"List every value in the {kind} chart."
         answer = ", ".join(f"{label} is {v}" for label, v in zip(labels, values)) + "."
-    return Sample(image, "chart", prompt, answer)
+    return Sample(image, "chart", prompt, answer, chart_columns=tuple(zip(labels, values)))
 
 
 _GENERATORS = {"caption": _caption, "vqa": _vqa, "ocr": _ocr, "chart": _chart}

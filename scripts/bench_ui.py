@@ -1,10 +1,14 @@
-"""UI latency benchmark: time from clicking Generate to the first coloured token on screen, on the embedded
-default (the app launched in-process, warmed up as `python app.py` does), plus the same through the API.
+"""UI latency benchmark on the embedded default (the app launched in-process, warmed up as `python app.py` does):
+  spec   time from clicking Generate to the first coloured token on screen, plus the same through the API
+  reap   time from releasing the REAP tab's ratio slider to the updated heatmap and quality table, from cached
+         scores (scored once first, into a fresh cache), over several ratios; plus the same through the API
 
     OMP_NUM_THREADS=1 python scripts/bench_ui.py --runs 5 > runs/bench_ui.json
+    python scripts/bench_ui.py --parts reap
 
 Browser figures need Playwright for Python and Debian's chromium (see tests/test_browser.py); without them only
-the API figures are reported. Prints one JSON object. Goal: first token < 1.5 s after the click.
+the API figures are reported. Prints one JSON object. Goals: first token < 1.5 s after the click; heatmap and
+quality < 2 s after the slider's release.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import socket
 import statistics
@@ -25,10 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gradio_client import Client, handle_file  # noqa: E402
 
 from core import world  # noqa: E402
+from core.reap.lab import lab_for, model_info  # noqa: E402
 from ui import models  # noqa: E402
 from ui.app import launch  # noqa: E402
 
 GOAL_S = 1.5
+REAP_GOAL_S = 2.0
+REAP_MODEL = "embedded"  # core/reap/lab.py's name for the embedded MoE
+# Multiples of 1/16 (the embedded MoE's expert count), none of them the tab's default 0.5 used for the warm-up.
+REAP_RATIOS = (0.125, 0.25, 0.375, 0.625, 0.75)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 # Clicks Generate, then checks every animation frame (i.e. what could be painted) for the first token of each kind.
@@ -55,6 +65,39 @@ CLICK_AND_WATCH = """async () => {
   return {first_token_s: until('#spec-tokens .spec-text .tok'),
           first_draft_token_s: until('#spec-tokens .spec-text .tok.accepted, #spec-tokens .spec-text .tok.rejected'),
           done_s: seen.done};
+}"""
+
+
+# Releases the ratio slider at `ratio` as a pointer would, then checks every animation frame for the heatmap's
+# crossed-out experts and the summary above the quality table (updated by the same event) to show the new ratio,
+# and for the curve's marker (the event's last output) to reach it.
+RELEASE_AND_WATCH = """async ([ratio, experts, layers]) => {
+  const range = document.querySelector('#reap-ratio input[type=range]');
+  const marks = () => {
+    const plot = document.querySelector('#reap-heatmap .js-plotly-plot');
+    const trace = plot && plot.data && plot.data.find(t => t.type === 'scatter');
+    return trace ? trace.x.length : -1;
+  };
+  const curveAt = () => {
+    const plot = document.querySelector('#reap-curve .js-plotly-plot');
+    return plot && plot.layout && plot.layout.shapes && plot.layout.shapes.length && plot.layout.shapes[0].x0;
+  };
+  const label = `ratio ${(100 * ratio).toFixed(1)}%`;
+  const t0 = performance.now();
+  range.value = String(ratio);
+  range.dispatchEvent(new Event('input', {bubbles: true}));
+  range.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
+  let first = null;
+  await new Promise(resolve => {
+    const tick = () => {
+      const now = (performance.now() - t0) / 1000;
+      if (first === null && marks() === Math.round(ratio * experts) * layers
+          && document.querySelector('#reap-summary').innerText.includes(label)) first = now;
+      if ((first !== null && curveAt() === ratio) || now > 300) resolve(); else requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+  return {heatmap_and_quality_s: first, done_s: (performance.now() - t0) / 1000};
 }"""
 
 
@@ -100,10 +143,80 @@ def bench_browser(url: str, image: Path, runs: int) -> dict:
     return {key: _summary([r[key] for r in results]) for key in ("first_token_s", "first_draft_token_s", "done_s")}
 
 
+def bench_reap_api(url: str, method: str) -> dict:
+    """First event (heatmap + quality) and whole answer per ratio, first visit (quality evaluated) and revisit."""
+    client = Client(url, verbose=False)
+    out = {}
+    for visit in ("first_visit", "revisit"):
+        first, total = [], []
+        for ratio in REAP_RATIOS:
+            start = time.perf_counter()
+            for i, _event in enumerate(client.submit(REAP_MODEL, "mixed", method, ratio, api_name="/reap")):
+                if i == 0:
+                    first.append(time.perf_counter() - start)
+            total.append(time.perf_counter() - start)
+        out[visit] = {"heatmap_and_quality_s": _summary(first), "whole_answer_s": _summary(total)}
+    return out
+
+
+def bench_reap_browser(url: str) -> dict:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {"skipped": "playwright is not installed"}
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return {"skipped": "chromium is not installed"}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.get_by_role("tab", name="REAP pruning").click()
+        page.locator("#reap-ratio input[type=range]").wait_for()
+        info = model_info(REAP_MODEL)
+        results = [page.evaluate(RELEASE_AND_WATCH, [ratio, info.experts, info.layers]) for ratio in REAP_RATIOS]
+        browser.close()
+    return {key: _summary([r[key] for r in results]) for key in ("heatmap_and_quality_s", "done_s")}
+
+
+def bench_reap_core(method: str) -> dict:
+    """One slider release inside the server (core/reap/lab.py's view, quality not cached yet) in CPU seconds as
+    well as wall time: with OMP_NUM_THREADS=1 the CPU time is the wall time the release takes on an idle core,
+    while the browser and API figures include whatever else the machine is running."""
+    lab = lab_for(REAP_MODEL)  # the app's own Lab: this process is the server
+    cpu, wall = [], []
+    for ratio in REAP_RATIOS:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        lab.view("mixed", method, ratio)
+        cpu.append(time.process_time() - cpu0)
+        wall.append(time.perf_counter() - wall0)
+    return {"cpu_s": _summary(cpu), "wall_s": _summary(wall)}
+
+
+def bench_reap(url: str) -> dict:
+    """Scores once (warm-up at the tab's default ratio), then REAP in the browser, EAN through the API and
+    frequency in core, so each measures ratios whose quality is not cached yet."""
+    start = time.perf_counter()
+    Client(url, verbose=False).predict(REAP_MODEL, "mixed", "reap", 0.5, api_name="/reap")
+    warmup = time.perf_counter() - start
+    browser = bench_reap_browser(url)
+    api = bench_reap_api(url, "ean")
+    core = bench_reap_core("frequency")
+    worst = browser.get("heatmap_and_quality_s", {}).get("max")
+    return {"model": REAP_MODEL, "calibration": "mixed", "ratios": list(REAP_RATIOS),
+            "scoring_warmup_s": round(warmup, 3), "goal_s": REAP_GOAL_S,
+            "goal_met": worst is not None and worst < REAP_GOAL_S,
+            "browser_reap_first_visit": browser, "api_ean": api, "core_frequency_first_visit": core}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--parts", default="spec,reap", help="comma-separated: spec, reap")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    # A fresh score cache, so the REAP figures start from scores computed in this run, not an older model's.
+    os.environ["SPECULUM_CACHE"] = tempfile.mkdtemp(prefix="speculum-bench-")
     sample = world.sample("heldout", 0)
     image = Path(tempfile.mkdtemp()) / "caption.png"
     sample.image.save(image)
@@ -113,18 +226,21 @@ def main() -> None:
     demo = launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     url = f"http://127.0.0.1:{port}/"
     drafter = models.default_drafter()
+    result = {}
     try:
-        browser = bench_browser(url, image, args.runs)
-        api = bench_api(url, image, sample.prompt, drafter, args.runs)
+        if "spec" in parts:
+            browser = bench_browser(url, image, args.runs)
+            api = bench_api(url, image, sample.prompt, drafter, args.runs)
+            first = browser.get("first_token_s", {}).get("max")
+            result |= {"model": models.EMBEDDED, "drafter": drafter, "prompt": sample.prompt, "max_new_tokens": 64,
+                       "goal_first_token_s": GOAL_S, "goal_met": first is not None and first < GOAL_S,
+                       "browser": browser, "api": api}
+        if "reap" in parts:
+            result["reap"] = bench_reap(url)
     finally:
         with contextlib.redirect_stdout(sys.stderr):  # Gradio announces the close on stdout; stdout is the JSON
             demo.close()
-    first = browser.get("first_token_s", {}).get("max")
-    print(json.dumps({
-        "model": models.EMBEDDED, "drafter": drafter, "prompt": sample.prompt, "max_new_tokens": 64,
-        "goal_first_token_s": GOAL_S, "goal_met": first is not None and first < GOAL_S,
-        "browser": browser, "api": api,
-    }, indent=1))
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import torch
 from transformers import Qwen2ForCausalLM
 
 from core.drafters import TextDrafter
+from core.dream import DreamAdapter, DreamConfig, DreamDrafter
 from core.embedded import DrafterSize, TargetSize, new_target, new_text_drafter, save_vlm
 from core.tokenizer import train_tokenizer
 from core.vlm import VisionLanguageModel
@@ -58,6 +59,17 @@ def twin_drafter(tiny_target):
              if k.startswith("model.language_model.") or k.startswith("lm_head.")}
     model.load_state_dict(state, strict=True)
     return TextDrafter(model, "twin")
+
+
+@pytest.fixture(scope="session")
+def tiny_dream(tiny_target):
+    """A random DREAM adapter for the tiny target."""
+    torch.manual_seed(0)
+    adapter = DreamAdapter(DreamConfig.for_target(tiny_target))
+    with torch.no_grad():  # open the gates (trained adapters have them open) so cross-attention matters
+        adapter.cross.attn_gate.fill_(1.0)
+        adapter.cross.mlp_gate.fill_(1.0)
+    return DreamDrafter(adapter, tiny_target)
 
 
 def _qwen2_config(text):

@@ -89,7 +89,7 @@ def test_bad_inputs_are_user_errors_and_the_app_keeps_serving(client, world_png,
 
 def test_nan_temperature_is_a_user_error(app_url, world_png):
     """gradio_client cannot send NaN (strict JSON), but a raw HTTP client can; the server must refuse it politely."""
-    body = json.dumps({"data": [None, world_png[1], "embedded", "none", 4, float("nan"), 1.0, 0, 8]})
+    body = json.dumps({"data": [None, world_png[1], "embedded", "none", 4, float("nan"), 1.0, 0, 8, 0.75, "chain", 4, 16]})
     with httpx.Client(base_url=app_url, timeout=60) as http:
         event_id = http.post("gradio_api/call/generate", content=body,
                              headers={"content-type": "application/json"}).json()["event_id"]

@@ -74,7 +74,7 @@ def test_kv_rollback_is_exact(tiny_target, tiny_text_drafter):
 
     fresh = engine.open(image, "Describe the image.", SamplingConfig(), seed=0)
     engine._prefill(fresh)
-    engine._target_logits(fresh, session.generated[:-1])
+    engine._target_forward(fresh, session.generated[:-1])
     for (k, v), layer in zip(cached, fresh.cache.layers):
         torch.testing.assert_close(k, layer.keys, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(v, layer.values, atol=1e-5, rtol=1e-4)

@@ -16,12 +16,12 @@ import gradio as gr
 from core import world
 from core.engine import SpeculativeEngine
 from core.registry import load_drafter
-from ui import about_tab, models, race_tab, spec_tab
+from ui import about_tab, models, race_tab, reap_tab, spec_tab
 from ui.baseline import AR_REFERENCE
 from ui.style import CSS
 
-# Each tab module has TITLE and build(). REAP pruning (core/reap/) joins as ui/reap_tab.py, before About.
-TABS = (spec_tab, race_tab, about_tab)
+# Each tab module has TITLE and build().
+TABS = (spec_tab, race_tab, reap_tab, about_tab)
 
 
 def add_tabs(tabs=TABS) -> None:

@@ -50,6 +50,14 @@ def whole(value, name: str) -> int:
     return int(value)
 
 
+def drafter_spec(name: str, keep_ratio=0.75, mode: str = "chain", top_k=4, total=16) -> str:
+    """The registry's drafter spec for the chosen drafter and its settings (only DREAM takes any)."""
+    if name != "dream":
+        return name
+    tree = f"{whole(top_k, 'tree top-k')}x{whole(total, 'tree total tokens')}" if mode == "tree" else "chain"
+    return f"dream:keep={float(keep_ratio)},tree={tree}"
+
+
 def prompt_text(prompt: str | None) -> str:
     if not prompt or not prompt.strip():
         raise ValueError("The prompt is empty: type a question or pick a task preset.")

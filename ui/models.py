@@ -18,6 +18,7 @@ DRAFTER_NOTES = {
     "text": "text-only Qwen2 drafter",
     "massv-phase1": "MASSV, projector alignment only",
     "massv": "MASSV (text drafter + projector on the target's vision features)",
+    "dream": "DREAM (cross-attention adapter on the target's features, 75 % of visual tokens)",
 }
 
 

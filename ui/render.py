@@ -39,12 +39,14 @@ def _span(piece: str, kind: str, title: str, new: bool) -> str:
 
 def round_html(r: Round, decode: Callable[[int], str], new: bool = False) -> str:
     parts = []
-    for i, token in enumerate(r.drafted):
+    tree = f", the accepted branch of a {len(r.drafted)}-token tree" if r.parents is not None else ""
+    for k, i in enumerate(r.branch()):
         probs = f"draft p={r.draft_probs[i]:.3f}, target p={r.target_probs[i]:.3f}"
-        if i < r.accepted and i < len(r.emitted):
-            parts.append(_span(decode(token), "accepted", f"round {r.index}, position {i + 1}: accepted ({probs})", new))
-        elif i == r.accepted:
-            parts.append(_span(decode(token), "rejected", f"round {r.index}, position {i + 1}: rejected ({probs})", new))
+        where = f"round {r.index}, position {k + 1}{tree}"
+        if k < r.accepted and k < len(r.emitted):
+            parts.append(_span(decode(r.drafted[i]), "accepted", f"{where}: accepted ({probs})", new))
+        elif k == r.accepted:
+            parts.append(_span(decode(r.drafted[i]), "rejected", f"{where}: rejected ({probs})", new))
     for token in r.emitted[r.accepted:]:
         parts.append(_span(decode(token), r.kind, f"round {r.index}: {LABELS.get(r.kind, r.kind)}", new))
     return "".join(parts)

@@ -32,14 +32,15 @@ def _log_row(r, decode) -> list:
 
 @gpu
 def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p, seed, max_new_tokens,
-             progress=gr.Progress()):
+             keep_ratio=0.75, drafting="chain", tree_top_k=4, tree_total=16, progress=gr.Progress()):
     with user_errors():
         prompt = inputs.prompt_text(prompt)
         sampling = inputs.sampling(temperature, top_p)
         gamma, seed, max_new_tokens = whole(gamma, "γ"), whole(seed, "seed"), whole(max_new_tokens, "max tokens")
         progress(0, desc="loading models")
         target = models.target(model_name)
-        drafter = load_drafter(drafter_name, model_name)
+        drafter = load_drafter(inputs.drafter_spec(drafter_name, keep_ratio, drafting, tree_top_k, tree_total),
+                               model_name)
         stream = SpeculativeEngine(target).stream(image, prompt, drafter, gamma=gamma, sampling=sampling,
                                                   max_new_tokens=max_new_tokens, seed=seed)
         decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
@@ -93,6 +94,11 @@ def build() -> None:
                 top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
                 seed = gr.Number(0, precision=0, label="Seed")
                 max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+            with gr.Accordion("DREAM settings", open=False):
+                keep = gr.Slider(0.25, 1, value=0.75, step=0.05, label="Share of visual tokens in DREAM's cross-attention")
+                drafting = gr.Radio(["chain", "tree"], value="chain", label="Drafting (tree: greedy only, depth = γ)")
+                tree_top_k = gr.Slider(1, 8, value=4, step=1, label="Tree: nodes expanded per level (top-k)")
+                tree_total = gr.Slider(1, 64, value=16, step=1, label="Tree: total draft tokens")
         with gr.Column(scale=3):
             tokens = gr.HTML(tokens_html([], str), label="Tokens", elem_id="spec-tokens")
             stats = gr.HTML(elem_id="spec-stats")
@@ -101,6 +107,7 @@ def build() -> None:
             with gr.Accordion("Round log", open=False):
                 log = gr.Dataframe(headers=LOG_HEADERS, interactive=False, wrap=True)
     preset.change(lambda task: TASK_PROMPTS[task], preset, prompt, queue=False, api_visibility="private")
-    run.click(generate, [image, prompt, model, drafter, gamma, temperature, top_p, seed, max_new],
+    run.click(generate, [image, prompt, model, drafter, gamma, temperature, top_p, seed, max_new, keep, drafting,
+                         tree_top_k, tree_total],
               [tokens, stats, plot, log, text], api_name="generate", concurrency_id="decode",
               show_progress_on=[text])  # an overlay on the tokens would hide them while they stream

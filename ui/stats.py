@@ -25,10 +25,10 @@ class RunStats:
 
     @classmethod
     def of(cls, rounds: list[Round], seconds: float, first_token_seconds: float | None = None) -> RunStats:
-        longest = max((len(r.drafted) for r in rounds), default=0)
+        longest = max((r.depth for r in rounds), default=0)
         positions = []
         for i in range(longest):
-            reached = [r for r in rounds if len(r.drafted) > i]
+            reached = [r for r in rounds if r.depth > i]
             positions.append(sum(r.accepted > i for r in reached) / len(reached))
         return cls(
             tokens=sum(len(r.emitted) for r in rounds),

@@ -8,6 +8,7 @@
   quality.py       per-domain perplexity and exact-match tasks
   subspace.py      PCA of experts' mean routed outputs: original vs pruned vs merged
   bench.py         the methods x ratios x domains benchmark
+  lab.py           what the app's REAP tab shows for (model, calibration, method, ratio), cached
   data.py, embedded_moe.py, train_moe.py   the embedded Qwen3-MoE, its data and training
   tiny.py          tiny random models of every supported family
   cli.py           `python -m core reap ...` and `python -m core bench-reap`

@@ -43,6 +43,11 @@ class BenchConfig:
     json: str | None = None
 
 
+# The sweep's evaluation set. core/reap/lab.py re-measures the baseline on it to tell whether a saved sweep was
+# made on the model at hand.
+QUALITY = QualityConfig(ppl_windows=32, task_items=128)
+
+
 def _best_of(fn, n: int = 3) -> float:
     times = []
     for _ in range(n):
@@ -103,15 +108,14 @@ def bench(cfg: BenchConfig) -> dict:
     }
     print("timing", json.dumps(timing), flush=True)
 
-    quality = QualityConfig(ppl_windows=32, task_items=128)
-    baseline = evaluate(model, tokenizer, quality)
+    baseline = evaluate(model, tokenizer, QUALITY)
     print("baseline", json.dumps(baseline), flush=True)
     runs = [(m, r, cfg.calib) for r in ratios for m in methods]
     runs += [("reap", ratios[-1], c) for c in data.CALIBRATIONS if c != cfg.calib]
     results = []
     for method, ratio, c in runs:
         scores, cache = cached[c]
-        q = evaluate(reduced(model, method, ratio, scores, cache), tokenizer, quality)
+        q = evaluate(reduced(model, method, ratio, scores, cache), tokenizer, QUALITY)
         results.append({"method": method, "ratio": ratio, "calibration": c, "quality": q})
         print("result", json.dumps(results[-1]), flush=True)
 

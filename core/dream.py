@@ -1,0 +1,318 @@
+"""DREAM drafter (arXiv 2505.19201): an EAGLE-like adapter that reads the target's features through cross-attention.
+
+    drafter = DreamDrafter.from_pretrained("assets/models/dream", target)     # target: a VisionLanguageModel
+    engine.generate(image, prompt, drafter)
+
+The adapter has the target's width and borrows its token embeddings (image features included) and LM head,
+both frozen. At position i its input fuses the embedding of token i with the target's last-layer feature of
+position i-1 (its own predicted feature once it drafts past what the target has seen); it predicts the target's
+feature of position i, whose LM-head logits give token i+1. Three blocks:
+
+  self-attention decoder layer   (its output is distilled towards a target intermediate layer, see train_dream)
+  cross-attention block          queries from the draft states; keys/values from the target's last-layer
+                                 features of the context (visual tokens included), RMSNorm on q and k,
+                                 tanh gates initialised at 0 so training starts from a plain EAGLE drafter
+  self-attention decoder layer
+
+Only the visual tokens the target's last layer attends to most at prefill (`keep_ratio`, default 0.75) enter
+the cross-attention memory; the target itself still sees every visual token. Drafting is a chain, or with `tree` (greedy decoding) an
+EAGLE-2 dynamic tree that the engine verifies in one forward (core/tree.py). Training: core/train_dream.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.nn import functional as F
+from transformers import DynamicCache, Qwen2Config
+from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer, Qwen2MLP, Qwen2RMSNorm, Qwen2RotaryEmbedding
+
+from core.drafters import DraftProposal
+from core.massv import visual_features
+from core.sampling import distribution, sample
+from core.tree import TreeShape, depths
+from core.vlm import VisionLanguageModel, last_layer_attention
+
+WEIGHTS_FILE = "adapter.safetensors"
+CONFIG_FILE = "dream_config.json"
+
+
+@dataclass
+class DreamConfig:
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    rms_norm_eps: float = 1e-6
+    keep_ratio: float = 0.75  # share of visual tokens in the cross-attention memory at inference
+    intermediate_layer: str = "entropy"  # what the first block was distilled towards (recorded for ablations)
+
+    @classmethod
+    def for_target(cls, target: VisionLanguageModel, **overrides) -> DreamConfig:
+        text = target.text_config
+        return cls(text.hidden_size, text.num_attention_heads, text.num_key_value_heads, text.intermediate_size,
+                   text.rms_norm_eps, **overrides)
+
+    def layer_config(self) -> Qwen2Config:
+        config = Qwen2Config(hidden_size=self.hidden_size, num_attention_heads=self.num_heads,
+                             num_key_value_heads=self.num_kv_heads, intermediate_size=self.intermediate_size,
+                             rms_norm_eps=self.rms_norm_eps, num_hidden_layers=2, vocab_size=1,
+                             max_position_embeddings=8192)
+        # Layers built outside a PreTrainedModel get no attention implementation, and the eager fallback would
+        # add a boolean mask instead of applying it; SDPA takes boolean masks as they are meant.
+        config._attn_implementation = "sdpa"
+        return config
+
+
+class CrossAttentionBlock(nn.Module):
+    """Gated cross-attention + gated MLP, as in Flamingo-style fusion; both gates start closed."""
+
+    def __init__(self, cfg: DreamConfig):
+        super().__init__()
+        h, self.heads = cfg.hidden_size, cfg.num_heads
+        self.head_dim = h // cfg.num_heads
+        self.norm = Qwen2RMSNorm(h, cfg.rms_norm_eps)
+        self.memory_norm = Qwen2RMSNorm(h, cfg.rms_norm_eps)
+        self.q, self.k, self.v, self.o = (nn.Linear(h, h, bias=False) for _ in range(4))
+        self.q_norm = Qwen2RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.k_norm = Qwen2RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.attn_gate = nn.Parameter(torch.zeros(1))
+        self.mlp_norm = Qwen2RMSNorm(h, cfg.rms_norm_eps)
+        self.mlp = Qwen2MLP(cfg.layer_config())
+        self.mlp_gate = nn.Parameter(torch.zeros(1))
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:2], self.heads, self.head_dim).transpose(1, 2)
+
+    def memory(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [B, heads, M, head_dim] for target features [B, M, H]; computed once per feature."""
+        x = self.memory_norm(features)
+        return self.k_norm(self._heads(self.k(x))), self._heads(self.v(x))
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """mask [B, 1, T, M], True where a query may read a memory entry; rows with no entry read nothing."""
+        q = self.q_norm(self._heads(self.q(self.norm(x))))
+        attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+        attended = torch.nan_to_num(attended) * mask.any(-1, keepdim=True)  # an empty memory row gives 0, not NaN
+        x = x + torch.tanh(self.attn_gate) * self.o(attended.transpose(1, 2).reshape(x.shape))
+        return x + torch.tanh(self.mlp_gate) * self.mlp(self.mlp_norm(x))
+
+
+class DreamAdapter(nn.Module):
+    def __init__(self, cfg: DreamConfig):
+        super().__init__()
+        self.cfg = cfg
+        layer_cfg = cfg.layer_config()
+        self.fuse = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.first = Qwen2DecoderLayer(layer_cfg, 0)
+        self.cross = CrossAttentionBlock(cfg)
+        self.last = Qwen2DecoderLayer(layer_cfg, 1)
+        self.norm = Qwen2RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary = Qwen2RotaryEmbedding(layer_cfg)
+
+    def forward(self, embeds, prev_features, positions, self_mask, keys, values, memory_mask, cache=None):
+        """embeds, prev_features [B, T, H]; positions [B, T]; self_mask [B, 1, T, cached + T] (True = attend).
+        Returns (first-block states, predicted target features), both [B, T, H]."""
+        x = self.fuse(torch.cat([embeds, prev_features], dim=-1))
+        rope = self.rotary(x, positions)
+        common = dict(attention_mask=self_mask, position_ids=positions, position_embeddings=rope, cache=cache,
+                      use_cache=cache is not None)
+        early = self.first(x, **common)
+        x = self.cross(early, keys, values, memory_mask)
+        x = self.last(x, **common)
+        return early, self.norm(x)
+
+
+def visual_scores(attention: torch.Tensor, visual: torch.Tensor) -> torch.Tensor:
+    """Attention each visual token receives ([L, L] head-averaged, `visual` = their positions), averaged over
+    the queries after the image: they all see every visual token, so no token is favoured by its place."""
+    return attention[int(visual.max()) + 1:, visual].mean(0)
+
+
+def keep_visual(scores: torch.Tensor, keep_ratio: float) -> torch.Tensor:
+    """Indices (into the visual tokens) of the top `keep_ratio` share by received attention, in original order."""
+    if not 0.0 < keep_ratio <= 1.0:
+        raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
+    k = max(1, round(keep_ratio * len(scores)))
+    return scores.topk(k).indices.sort().values
+
+
+def target_embeds(target: VisionLanguageModel, ids: torch.Tensor, image_mask: torch.Tensor,
+                  features: torch.Tensor | None) -> torch.Tensor:
+    """The target's own input embeddings: token embeddings, image features at the placeholders."""
+    embeds = target.model.get_input_embeddings()(ids)
+    if features is None:
+        return embeds
+    return embeds.masked_scatter(image_mask.unsqueeze(-1), features.to(embeds.dtype))
+
+
+class DreamDraftRun:
+    """One request's drafting state. Cache entries computed from the target's real features are kept across
+    rounds; entries computed from the adapter's own predicted features (drafted positions) are dropped."""
+
+    def __init__(self, drafter: DreamDrafter, session, keep_ratio: float):
+        self.drafter = drafter
+        target = drafter.target
+        request = session.request
+        self.prompt_ids = request.input_ids[0].tolist()
+        self.prompt_embeds = target_embeds(target, request.input_ids, request.image_mask.unsqueeze(0),
+                                           visual_features(session.image_features))[0]
+        self.cache = DynamicCache(config=drafter.adapter.cfg.layer_config())
+        self.real = 0  # cache entries computed from real target features
+        # Cross-attention memory: which context positions it holds, and their keys / values.
+        visual = request.image_mask.nonzero().view(-1)
+        dropped = set()
+        if len(visual) and keep_ratio < 1.0:
+            attention = last_layer_attention(target, session.prefill_states, session.prefill_positions)
+            scores = visual_scores(attention, visual)
+            kept = set(visual[keep_visual(scores, keep_ratio)].tolist())
+            dropped = set(visual.tolist()) - kept
+        self.dropped = dropped
+        self.memory_positions = torch.empty(0, dtype=torch.long)
+        h, heads = drafter.adapter.cfg.hidden_size, drafter.adapter.cfg.num_heads
+        self.keys = self.values = torch.empty(1, heads, 0, h // heads)
+        self.memory_seen = 0
+
+    def _grow_memory(self, features: torch.Tensor) -> None:
+        new = [p for p in range(self.memory_seen, len(features)) if p not in self.dropped]
+        self.memory_seen = len(features)
+        if not new:
+            return
+        keys, values = self.drafter.adapter.cross.memory(features[new].unsqueeze(0))
+        self.keys, self.values = torch.cat([self.keys, keys], 2), torch.cat([self.values, values], 2)
+        self.memory_positions = torch.cat([self.memory_positions, torch.tensor(new)])
+
+    def _embed(self, ids: list[int], start: int) -> torch.Tensor:
+        """Embeddings of sequence positions start.. (prompt positions come from the prompt, image included)."""
+        from_prompt = self.prompt_embeds[start:len(self.prompt_ids)]
+        rest = ids[max(start, len(self.prompt_ids)):]
+        if not rest:
+            return from_prompt
+        return torch.cat([from_prompt, self.drafter.target.model.get_input_embeddings()(torch.tensor(rest))])
+
+    def _step(self, embeds: torch.Tensor, prev: torch.Tensor, start: int) -> torch.Tensor:
+        """Feed positions start..start+n-1 (after `start` cached entries); returns predicted features [n, H]."""
+        n = len(embeds)
+        positions = torch.arange(start, start + n)
+        causal = positions.view(-1, 1) >= torch.arange(start + n).view(1, -1)
+        return self._forward(embeds, prev, positions, causal)
+
+    def _forward(self, embeds, prev, positions: torch.Tensor, self_mask: torch.Tensor) -> torch.Tensor:
+        memory = self.memory_positions.view(1, -1) < positions.view(-1, 1)
+        _, out = self.drafter.adapter(embeds.unsqueeze(0), prev.unsqueeze(0), positions.unsqueeze(0),
+                                      self_mask[None, None], self.keys, self.values, memory[None, None], self.cache)
+        return out[0]
+
+    @torch.no_grad()
+    def propose(self, session, gamma: int) -> DraftProposal:
+        ids = self.prompt_ids + session.generated
+        last = len(ids) - 1  # the newest committed token; the target's features cover positions < last
+        features = session.features
+        self._grow_memory(features)
+        if self.cache.get_seq_length() > self.real:
+            self.cache.crop(self.real - self.cache.get_seq_length())
+        # Catch up on committed positions with the target's real features (feature of position i-1 for input i).
+        start = self.real
+        prev = torch.cat([torch.zeros(1, features.shape[1]), features])[start:last + 1]
+        predicted = self._step(self._embed(ids, start), prev, start)
+        self.real = last  # position `last` is fed again next time: its output is the first draft's source
+        if self.drafter.tree is not None and session.sampling.greedy:
+            return self._tree(session, last, predicted[-1:], gamma)
+        lm_head = self.drafter.target.model.get_output_embeddings()
+        tokens, probs = [], []
+        feature, position = predicted[-1:], last + 1
+        for k in range(gamma):
+            q = distribution(lm_head(feature), session.sampling)[0]
+            token = sample(q, session.sampling, session.generator)
+            tokens.append(token)
+            probs.append(q)
+            if k + 1 < gamma:
+                feature = self._step(self._embed([*ids, *tokens], position), feature, position)
+                position += 1
+        return DraftProposal(tokens, torch.stack(probs))
+
+    def _tree(self, session, last: int, root_feature: torch.Tensor, depth: int) -> DraftProposal:
+        """EAGLE-2 dynamic tree: each level expands the top_k nodes by cumulative log-probability, all in one
+        adapter forward; the `total` best nodes overall become the tree. The cache holds positions 0..last."""
+        shape = self.drafter.tree
+        lm_head = self.drafter.target.model.get_output_embeddings()
+        embed = self.drafter.target.model.get_input_embeddings()
+        tokens, parents, scores, probs, slots = [], [], [], [], []  # slots: node -> cache index once fed
+        frontier, features, frontier_scores = [-1], root_feature, torch.zeros(1)
+        node_features: dict[int, torch.Tensor] = {}
+        for level in range(1, depth + 1):
+            logits = lm_head(features)
+            logp = torch.log_softmax(logits.float(), -1)
+            shown = distribution(logits, session.sampling)
+            top = logp.topk(shape.top_k, dim=-1)
+            children = []
+            for row, node in enumerate(frontier):
+                for lp, token in zip(top.values[row].tolist(), top.indices[row].tolist()):
+                    children.append(len(tokens))
+                    tokens.append(token)
+                    parents.append(node)
+                    scores.append(float(frontier_scores[row]) + lp)
+                    probs.append(shown[row])
+                    slots.append(None)
+            if level == depth:
+                break
+            frontier = sorted(children, key=lambda i: -scores[i])[: shape.top_k]
+            fed_from = self.cache.get_seq_length()
+            mask = torch.zeros(len(frontier), fed_from + len(frontier), dtype=torch.bool)
+            mask[:, : last + 1] = True  # the committed prefix, root included
+            for row, node in enumerate(frontier):
+                slots[node] = fed_from + row
+                ancestor = node
+                while ancestor >= 0:
+                    mask[row, slots[ancestor]] = True
+                    ancestor = parents[ancestor]
+            prev = torch.stack([root_feature[0] if parents[n] < 0 else node_features[parents[n]] for n in frontier])
+            out = self._forward(embed(torch.tensor([tokens[n] for n in frontier])), prev,
+                                torch.full((len(frontier),), last + level), mask)
+            node_features.update(zip(frontier, out))
+            features, frontier_scores = out, torch.tensor([scores[n] for n in frontier])
+        chosen = set(sorted(range(len(tokens)), key=lambda i: -scores[i])[: shape.total])
+        for node in list(chosen):  # a kept node's ancestors stay too (ties in score could drop one)
+            while parents[node] >= 0:
+                node = parents[node]
+                chosen.add(node)
+        depth_of = depths(parents)
+        order = sorted(chosen, key=lambda i: (depth_of[i], -scores[i]))
+        new_index = {old: new for new, old in enumerate(order)}
+        return DraftProposal([tokens[i] for i in order], torch.stack([probs[i] for i in order]),
+                             [new_index[parents[i]] if parents[i] >= 0 else -1 for i in order])
+
+
+class DreamDrafter:
+    def __init__(self, adapter: DreamAdapter, target: VisionLanguageModel, name: str = "dream",
+                 keep_ratio: float | None = None, tree: TreeShape | None = None):
+        self.adapter = adapter.eval()
+        self.target = target
+        self.name = name
+        self.tree = tree  # None: chain drafting
+        self.keep_ratio = adapter.cfg.keep_ratio if keep_ratio is None else keep_ratio
+        keep_visual(torch.ones(1), self.keep_ratio)  # validates the ratio
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, target: VisionLanguageModel, name: str = "dream",
+                        keep_ratio: float | None = None, tree: TreeShape | None = None) -> DreamDrafter:
+        path = Path(path)
+        cfg = DreamConfig(**json.loads((path / CONFIG_FILE).read_text())["adapter"])
+        adapter = DreamAdapter(cfg)
+        adapter.load_state_dict(load_file(path / WEIGHTS_FILE))
+        return cls(adapter.float(), target, name, keep_ratio, tree)
+
+    def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.to(torch.bfloat16).contiguous() for k, v in self.adapter.state_dict().items()},
+                  path / WEIGHTS_FILE)
+        (path / CONFIG_FILE).write_text(json.dumps({"adapter": asdict(self.adapter.cfg), **(metadata or {})}, indent=1))
+
+    def start(self, session) -> DreamDraftRun:
+        return DreamDraftRun(self, session, self.keep_ratio)

@@ -1,0 +1,414 @@
+"""The REAP lab: everything the app's REAP tab shows for (model, calibration, method, ratio), as dataclasses.
+
+    python -m core.reap.lab --calib mixed --method reap --ratio 0.5     # prints the view as JSON
+
+`Lab(model)` scores a calibration set once (core/reap/scores.py) and caches scores on disk under a key made of
+the model's weights, the calibration tokens and the scoring config, so a retrained model or changed data is
+rescored, never served stale scores. A ratio is then a slice (or merge) of a copy of the model and a quality
+evaluation on a small held-out set (`LabConfig.live_quality`), cached per (method, experts removed): what keeps
+the app's ratio slider fast. The quality-vs-ratio curve comes from assets/results/reap_bench.json when its
+unpruned perplexities reproduce on this model, otherwise from the live evaluation on a grid of ratios.
+The cache lives in $SPECULUM_CACHE/reap (default ~/.cache/speculum/reap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import AutoConfig
+
+from core.reap import data
+from core.reap.adapters import ADAPTERS, num_groups
+from core.reap.bench import QUALITY as BENCH_QUALITY
+from core.reap.embedded_moe import MOE_PATH
+from core.reap.merge import MERGE_METHODS, expert_groups, merge_experts
+from core.reap.prune import atomic_save, experts_to_keep, recipe_for, save_reduced, slice_experts
+from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
+from core.reap.scores import METHODS, ScoreConfig, load_model, load_scores, save_scores, score
+from core.reap.subspace import subspace_view
+
+MODELS = {"embedded": MOE_PATH}
+ALL_METHODS = METHODS + MERGE_METHODS
+# Merging has no per-expert score: the saliency map shows what M-SMoE ranks by (frequency picks its dominant
+# experts) and, for HC-SMoE, which clusters expert outputs instead, REAP's score.
+SALIENCY_OF = {"hc-smoe": "reap", "m-smoe": "frequency"}
+BENCH_JSON = Path(__file__).resolve().parents[2] / "assets" / "results" / "reap_bench.json"
+
+Progress = Callable[[float, str], None]
+
+
+def _quiet(fraction: float, desc: str) -> None:
+    pass
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SPECULUM_CACHE", Path.home() / ".cache" / "speculum")) / "reap"
+
+
+@dataclass
+class LabConfig:
+    score: ScoreConfig = field(default_factory=ScoreConfig)
+    # Task prompts are ~200 tokens, so the items cost most of an evaluation: 16 per domain keep a slider release
+    # near 1 CPU second (scripts/bench_ui.py --parts reap); the saved sweep uses 128.
+    live_quality: QualityConfig = field(default_factory=lambda: QualityConfig(ppl_windows=4, task_items=16))
+    curve_ratios: tuple[float, ...] = (0.25, 0.5, 0.75)
+    subspace_tokens: int = 1024
+    sample_tokens: int = 16
+    bench_json: Path = BENCH_JSON
+    cache_dir: Path = field(default_factory=default_cache_dir)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    experts: int
+    top_k: int
+    layers: int
+
+    @property
+    def max_ratio(self) -> float:
+        """The largest ratio that still leaves top-k experts per layer."""
+        return (self.experts - self.top_k) / self.experts
+
+
+@dataclass
+class PruneView:
+    """What one (calibration, method, ratio) does: the maps behind the heatmaps and quality against unpruned."""
+
+    model: str
+    calibration: str
+    method: str
+    ratio: float  # the ratio actually applied: removed / experts
+    experts: int
+    removed: int  # experts removed (or merged away) per layer
+    top_k: int
+    layers: list[str]
+    saliency_method: str  # the score `saliency` holds (SALIENCY_OF for merge methods)
+    saliency: list[list[float]]  # [layer][expert]
+    frequency: list[list[float]]  # [layer][expert], share of the layer's routed tokens
+    kept: list[list[int]]  # [layer] kept (merging: representative) experts
+    merged_into: list[dict[int, int]]  # [layer] merged-away expert -> the expert it was merged into
+    quality: dict  # {domain: {"ppl", "acc"}} on the live evaluation set
+    baseline: dict  # the same for the unpruned model
+    quality_cached: bool
+    seconds: float
+
+
+@dataclass
+class CurvePoint:
+    method: str
+    ratio: float
+    quality: dict
+
+
+@dataclass
+class Curve:
+    """Quality against ratio for every method, one calibration; ratio 0 is `baseline`."""
+
+    calibration: str
+    source: str  # where the numbers come from, for the caption
+    baseline: dict
+    points: list[CurvePoint]
+
+
+@dataclass
+class Subspace:
+    """core/reap/subspace.py's view of the original, a pruned and a merged model at one ratio."""
+
+    ratio: float
+    pruned_method: str
+    merged_method: str
+    layers: list[dict]  # [layer] {variant: [[x, y] per expert]}
+    spread: dict  # {variant: [per layer]}
+
+
+@dataclass
+class Sample:
+    domain: str
+    prompt: str
+    unpruned: str
+    pruned: str
+
+
+@dataclass
+class _Scored:
+    result: dict
+    cache: dict
+    windows: torch.Tensor
+    directory: Path
+
+
+@dataclass
+class _Reduced:
+    model: torch.nn.Module
+    kept: list[list[int]]
+    groups: list[list[list[int]]] | None  # merging only
+
+
+def resolve(name_or_path: str) -> Path:
+    if name_or_path in MODELS:
+        return Path(MODELS[name_or_path])
+    path = Path(name_or_path)
+    if not (path / "config.json").is_file():
+        raise ValueError(f"unknown MoE model {name_or_path!r}: not one of {sorted(MODELS)} and not a model directory")
+    return path
+
+
+def model_info(name_or_path: str) -> ModelInfo:
+    """Expert count, top-k and depth from the config alone (no weights), e.g. to size a ratio slider."""
+    config = AutoConfig.from_pretrained(resolve(name_or_path))
+    if config.model_type not in ADAPTERS:
+        raise ValueError(f"{name_or_path!r} is a {config.model_type!r} model, not a supported MoE family")
+    return ModelInfo(getattr(config, ADAPTERS[config.model_type].experts_key), config.num_experts_per_tok,
+                     config.num_hidden_layers)
+
+
+def _digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _model_digest(model) -> str:
+    tensors = (t.detach().float().contiguous().numpy().tobytes() for t in model.state_dict().values())
+    return _digest(model.config.to_json_string(), *tensors)
+
+
+def _write_json(path: Path, obj) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+class Lab:
+    """One MoE model, loaded once; thread-safe (one computation at a time)."""
+
+    def __init__(self, name_or_path: str = "embedded", cfg: LabConfig | None = None):
+        self.name = name_or_path
+        self.path = resolve(name_or_path)
+        self.cfg = cfg or LabConfig()
+        self.model, self.tokenizer = load_model(str(self.path))
+        self.info = model_info(name_or_path)
+        self.digest = _model_digest(self.model)
+        self._lock = threading.RLock()
+        self._scored: dict[str, _Scored] = {}
+        self._tables: dict[Path, dict] = {}
+        self._curves: dict[str, Curve] = {}
+        self._bench: dict | None = None
+        self._bench_checked = False
+        self._unpruned_samples: list[str] | None = None
+        self._reduced = lru_cache(maxsize=4)(self._reduce)
+
+    def removed(self, ratio) -> int:
+        """Experts removed per layer at `ratio`; ValueError for a ratio out of range or one leaving < top-k."""
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio):
+            raise ValueError(f"ratio must be a finite number in [0, 1), got {ratio!r}")
+        e = self.info.experts
+        return e - len(experts_to_keep([[0.0] * e], ratio, self.info.top_k, num_groups(self.model))[0])
+
+    @staticmethod
+    def _check(calibration: str, method: str | None = None) -> None:
+        if calibration not in data.CALIBRATIONS:
+            raise ValueError(f"unknown calibration {calibration!r}; choose from {list(data.CALIBRATIONS)}")
+        if method is not None and method not in ALL_METHODS:
+            raise ValueError(f"unknown method {method!r}; choose from {list(ALL_METHODS)}")
+
+    def scores(self, calibration: str, progress: Progress = _quiet) -> _Scored:
+        with self._lock:
+            if calibration not in self._scored:
+                self._check(calibration)
+                cfg = self.cfg.score
+                progress(0.0, f"tokenising the {calibration} calibration set")
+                windows = data.windows(self.tokenizer, calibration, "train", cfg.tokens, cfg.seq_len, cfg.seed)
+                key = _digest(self.digest, windows.numpy().tobytes(), repr(cfg))[:24]
+                directory = self.cfg.cache_dir / key
+                if not (directory / "scores.json").is_file():
+                    progress(0.2, f"scoring experts on {windows.numel()} {calibration} tokens (once, then cached)")
+                    result, cache = score(self.model, windows, cfg)
+                    result = {"model": str(self.path), "calibration": calibration} | result
+                    atomic_save(directory, lambda tmp: save_scores(tmp, result, cache))
+                result, cache = load_scores(directory)
+                self._scored[calibration] = _Scored(result, cache, windows, directory)
+            return self._scored[calibration]
+
+    def _apply(self, model, scored: _Scored, method: str, removed: int) -> tuple[list[list[int]], list | None]:
+        """Prune or merge `model` in place; (kept experts, merge groups or None)."""
+        ratio, top_k = removed / self.info.experts, self.info.top_k
+        if method in MERGE_METHODS:
+            groups = expert_groups(method, scored.cache, ratio, top_k)
+            return merge_experts(model, groups, scored.cache["count"]), groups
+        kept = experts_to_keep(scored.result["scores"][method], ratio, top_k, num_groups(model))
+        slice_experts(model, kept)
+        return kept, None
+
+    def _reduce(self, calibration: str, method: str, removed: int) -> _Reduced:
+        model = copy.deepcopy(self.model)
+        kept, groups = self._apply(model, self.scores(calibration), method, removed)
+        return _Reduced(model.eval(), kept, groups)
+
+    def _quality(self, calibration: str, method: str, removed: int) -> tuple[dict, bool]:
+        """Live-set quality, cached on disk beside the scores (ratio 0 is the unpruned model for every method)."""
+        scored = self.scores(calibration)
+        file = scored.directory / f"quality-{_digest(repr(self.cfg.live_quality))[:12]}.json"
+        if file not in self._tables:
+            self._tables[file] = json.loads(file.read_text()) if file.is_file() else {}
+        table, key = self._tables[file], f"{method}/{removed}" if removed else "unpruned"
+        if key in table:
+            return table[key], True
+        model = self._reduced(calibration, method, removed).model if removed else self.model
+        table[key] = evaluate(model, self.tokenizer, self.cfg.live_quality)
+        _write_json(file, table)
+        return table[key], False
+
+    def view(self, calibration: str, method: str, ratio: float, progress: Progress = _quiet) -> PruneView:
+        start = time.perf_counter()
+        with self._lock:
+            self._check(calibration, method)
+            removed = self.removed(ratio)
+            scored = self.scores(calibration, progress)
+            progress(0.8, "pruning and evaluating")
+            reduced = self._reduced(calibration, method, removed)
+            quality, cached = self._quality(calibration, method, removed)
+            baseline, _ = self._quality(calibration, method, 0)
+        merged_into = [
+            {j: rep for group in layer for rep in set(group) & set(keep) for j in group if j != rep}
+            for layer, keep in zip(reduced.groups or [[] for _ in reduced.kept], reduced.kept)
+        ]
+        saliency = SALIENCY_OF.get(method, method)
+        return PruneView(
+            model=self.name, calibration=calibration, method=method, ratio=removed / self.info.experts,
+            experts=self.info.experts, removed=removed, top_k=self.info.top_k, layers=scored.result["layers"],
+            saliency_method=saliency, saliency=scored.result["scores"][saliency],
+            frequency=scored.result["routing"]["frequency"], kept=reduced.kept, merged_into=merged_into,
+            quality=quality, baseline=baseline, quality_cached=cached, seconds=time.perf_counter() - start,
+        )
+
+    def _matching_bench(self) -> dict | None:
+        """The saved sweep, if its unpruned perplexities reproduce on this model (else it is another model's)."""
+        if not self._bench_checked:
+            self._bench_checked = True
+            path = self.cfg.bench_json
+            bench = json.loads(path.read_text()) if path.is_file() else None
+            if bench and set(bench["baseline"]) == set(data.DOMAINS):
+                q = BENCH_QUALITY
+                same = (math.isclose(perplexity(self.model, data.windows(self.tokenizer, d, "heldout", q.ppl_windows *
+                                                                         q.seq_len, q.seq_len, q.seed)),
+                                     bench["baseline"][d]["ppl"], rel_tol=2e-3) for d in data.DOMAINS)
+                self._bench = bench if all(same) else None
+        return self._bench
+
+    def curve(self, calibration: str, progress: Progress = _quiet) -> Curve:
+        with self._lock:
+            if calibration not in self._curves:
+                self._check(calibration)
+                progress(0.0, "checking the saved sweep against this model")
+                bench = self._matching_bench()
+                if bench and bench["calibration"] == calibration:
+                    points = [CurvePoint(r["method"], r["ratio"], r["quality"]) for r in bench["results"]
+                              if r["calibration"] == calibration]
+                    source = (f"{self.cfg.bench_json.name} (precomputed, {BENCH_QUALITY.ppl_windows} windows and "
+                              f"{BENCH_QUALITY.task_items} task items per domain)")
+                    self._curves[calibration] = Curve(calibration, source, bench["baseline"], points)
+                else:
+                    self._curves[calibration] = self._live_curve(calibration, progress)
+            return self._curves[calibration]
+
+    def _live_curve(self, calibration: str, progress: Progress) -> Curve:
+        grid = sorted({self.removed(r) for r in self.cfg.curve_ratios if r <= self.info.max_ratio} - {0})
+        runs = [(m, k) for m in ALL_METHODS for k in grid]
+        points = []
+        for i, (method, removed) in enumerate(runs):
+            progress(i / len(runs), f"quality curve: {method} at {removed}/{self.info.experts} experts removed")
+            points.append(CurvePoint(method, removed / self.info.experts, self._quality(calibration, method, removed)[0]))
+        q = self.cfg.live_quality
+        source = f"live evaluation ({q.ppl_windows} windows and {q.task_items} task items per domain), cached"
+        return Curve(calibration, source, self._quality(calibration, "reap", 0)[0], points)
+
+    def subspace(self, calibration: str, method: str, ratio: float) -> Subspace:
+        """PCA view of original vs pruned vs merged at `ratio`: the chosen method fills its own slot, REAP
+        (pruning) or HC-SMoE (merging) the other."""
+        with self._lock:
+            self._check(calibration, method)
+            removed = self.removed(ratio)
+            pruned, merged = ("reap", method) if method in MERGE_METHODS else (method, "hc-smoe")
+            windows = self.scores(calibration).windows[: max(1, self.cfg.subspace_tokens // self.cfg.score.seq_len)]
+            view = subspace_view({"original": self.model,
+                                  "pruned": self._reduced(calibration, pruned, removed).model,
+                                  "merged": self._reduced(calibration, merged, removed).model}, windows)
+        return Subspace(removed / self.info.experts, pruned, merged, view["layers"], view["spread"])
+
+    @torch.no_grad()
+    def _continue(self, model, prompts: list[str]) -> list[str]:
+        self.tokenizer.padding_side = "left"
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True)
+        out = model.generate(**enc, max_new_tokens=self.cfg.sample_tokens, do_sample=False,
+                             pad_token_id=self.tokenizer.pad_token_id)
+        return self.tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    def samples(self, calibration: str, method: str, ratio: float) -> list[Sample]:
+        """Greedy continuations of one held-out task prompt per domain, unpruned and reduced."""
+        with self._lock:
+            self._check(calibration, method)
+            removed = self.removed(ratio)
+            q = self.cfg.live_quality
+            prompts = [task_items(d, q.task_items, q.seed)[0].prompt for d in data.DOMAINS]
+            if self._unpruned_samples is None:
+                self._unpruned_samples = self._continue(self.model, prompts)
+            after = self._continue(self._reduced(calibration, method, removed).model, prompts)
+        return [Sample(*row) for row in zip(data.DOMAINS, prompts, self._unpruned_samples, after)]
+
+    def export(self, calibration: str, method: str, ratio: float, out_dir: str | Path) -> Path:
+        """The reduced model as a zip of its HF directory (stored dtype, tokenizer, recipe.yaml, card).
+
+        Directory and zip are both written under temporary names and renamed, so a reader never sees half a file.
+        """
+        with self._lock:
+            self._check(calibration, method)
+            removed = self.removed(ratio)
+            scored = self.scores(calibration)
+            model, tokenizer = load_model(str(self.path), dtype="auto")  # slicing and merging keep the stored dtype
+            kept, groups = self._apply(model, scored, method, removed)
+        extra = {"merged_groups": dict(zip(scored.result["layers"], groups))} if groups else {}
+        recipe = recipe_for(scored.result, method, removed / self.info.experts, kept, **extra)
+        name = f"{self.path.name}-{method}-{len(kept[0])}experts-{calibration}"
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=out_dir) as tmp:
+            save_reduced(model, tokenizer, Path(tmp) / name, recipe)
+            archive = shutil.make_archive(str(Path(tmp) / name), "zip", root_dir=tmp, base_dir=name)
+            os.replace(archive, out_dir / f"{name}.zip")
+        return out_dir / f"{name}.zip"
+
+
+@lru_cache(maxsize=2)
+def lab_for(name_or_path: str) -> Lab:
+    """The shared Lab of a model (loaded on first use)."""
+    return Lab(name_or_path)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--calib", default="mixed", choices=data.CALIBRATIONS)
+    parser.add_argument("--method", default="reap", choices=ALL_METHODS)
+    parser.add_argument("--ratio", type=float, default=0.5)
+    args = parser.parse_args()
+    view = lab_for(args.model).view(args.calib, args.method, args.ratio, lambda f, d: print(d, file=sys.stderr))
+    print(json.dumps(asdict(view)))

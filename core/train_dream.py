@@ -1,0 +1,211 @@
+"""Train the DREAM adapter by distilling the target's features on its own responses.
+
+    python -m core train dream [--steps N] [--intermediate entropy|none|0.25|0.5|0.75] [--data SET.json]
+
+1. Data: a self-distillation set (core/self_distill.py; MASSV phase 2's set is reused when it matches the target).
+2. Feature extraction, once: the target runs over prompt + response with eager attention and returns, per position,
+   its input embedding (image features included), its last-layer feature, the intermediate feature the adapter's
+   first block is pulled towards, and the attention its last layer gives each visual token.
+   Intermediate layer ("entropy", DREAM's choice): per sample and position, the layer with the lowest attention
+   entropy (over keys, mean over heads) among the first 40 % of layers; or a fixed depth; or none.
+3. Training: loss = kl * KL(target || draft) + feature * SmoothL1(draft feature, target feature)
+   + intermediate * SmoothL1(first-block state, intermediate feature), on the positions that predict response
+   tokens. Each sample's cross-attention memory keeps a random share (keep_min..1) of its visual tokens, the most
+   attended ones, as at inference; target features fed back as inputs get a little noise (EAGLE), since at
+   inference the adapter reads its own imperfect predictions there.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+from transformers import get_cosine_schedule_with_warmup
+
+from core.dream import DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
+from core.embedded import EMBEDDED_PATHS
+from core.self_distill import DistillConfig, load_or_make, training_samples
+from core.train_target import answer_batch
+from core.vlm import VisionLanguageModel
+
+
+@dataclass
+class DreamTrainConfig:
+    steps: int = 1500
+    batch: int = 32
+    lr: float = 1e-3
+    seed: int = 0
+    target: str = str(EMBEDDED_PATHS["target"])
+    data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
+    prompts: int = 2048
+    out: str = str(EMBEDDED_PATHS["dream"])
+    intermediate: str = "entropy"  # "entropy", "none", or a depth fraction such as "0.5"
+    search_fraction: float = 0.4  # entropy search over the first 40 % of layers
+    kl_weight: float = 1.0
+    feature_weight: float = 0.2
+    intermediate_weight: float = 0.2
+    keep_min: float = 0.5
+    feature_noise: float = 0.1  # uniform noise on fed-back features, relative to their RMS
+
+    def __post_init__(self):
+        if self.intermediate not in ("entropy", "none"):
+            try:
+                fraction = float(self.intermediate)
+            except ValueError:
+                fraction = -1.0
+            if not 0.0 < fraction <= 1.0:
+                raise ValueError(f"intermediate must be 'entropy', 'none' or a depth in (0, 1], got {self.intermediate!r}")
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    predict: torch.Tensor  # [B, T] True where the next token is part of the response
+    embeds: torch.Tensor  # [B, T, H] target input embeddings
+    features: torch.Tensor  # [B, T, H] target last-layer features
+    intermediate: torch.Tensor | None  # [B, T, H]
+    visual_scores: list[tuple[torch.Tensor, torch.Tensor]]  # per sample: (visual positions, attention received)
+
+
+def candidate_layers(layers: int, fraction: float) -> range:
+    """Layers the entropy search looks at: 1 .. 40 % depth (layer 0 mostly mixes tokens locally)."""
+    return range(1, max(2, round(fraction * layers)))
+
+
+def attention_entropy(attention: torch.Tensor) -> torch.Tensor:
+    """[B, T]: entropy of each query's attention over keys, averaged over heads ([B, heads, T, T] weights)."""
+    return -(attention * attention.clamp_min(1e-12).log()).sum(-1).mean(1)
+
+
+@torch.no_grad()
+def extract(target: VisionLanguageModel, samples, cfg: DreamTrainConfig, chunk: int = 32) -> tuple[list[Batch], Counter]:
+    """Run the target once over every sample; returns padded batches and how often each layer was chosen."""
+    model = target.model
+    original = model.config._attn_implementation
+    model.set_attn_implementation("eager")  # attention weights for the entropy search and visual ranking
+    layers = target.text_config.num_hidden_layers
+    search = candidate_layers(layers, cfg.search_fraction)
+    chosen = Counter()
+    batches = []
+    try:
+        for start in range(0, len(samples), chunk):
+            part = samples[start:start + chunk]
+            inputs = answer_batch(target.tokenizer, part, target)
+            labels = inputs.pop("labels")
+            out = model(**inputs, output_hidden_states=True, output_attentions=True)
+            states = out.hidden_states  # [0] embeddings, [l + 1] output of layer l, [-1] final (normed)
+            mask = inputs["attention_mask"].bool()
+            if cfg.intermediate == "entropy":
+                pick = torch.stack([attention_entropy(out.attentions[l]) for l in search]).argmin(0)  # [B, T]
+                chosen.update((search[i] for i in pick[mask].tolist()))
+                stacked = torch.stack([states[l + 1] for l in search])  # [candidates, B, T, H]
+                intermediate = stacked.gather(0, pick[None, ..., None].expand(1, *stacked.shape[1:]))[0]
+            elif cfg.intermediate == "none":
+                intermediate = None
+            else:
+                layer = min(layers - 1, max(0, round(float(cfg.intermediate) * layers) - 1))
+                chosen[layer] += int(mask.sum())
+                intermediate = states[layer + 1]
+            last = out.attentions[-1].mean(1)  # [B, T, T]
+            image = inputs["mm_token_type_ids"].bool()
+            scores = []
+            for b in range(len(part)):
+                visual = image[b].nonzero().view(-1)
+                scores.append((visual, visual_scores(last[b], visual) if len(visual) else torch.empty(0)))
+            predict = torch.zeros_like(mask)
+            predict[:, :-1] = labels[:, 1:] != -100
+            batches.append(Batch(inputs["input_ids"], inputs["attention_mask"], predict, states[0], states[-1],
+                                 intermediate, scores))
+    finally:
+        model.set_attn_implementation(original)
+    return batches, chosen
+
+
+def memory_mask(batch: Batch, keep_min: float, rng: random.Random) -> torch.Tensor:
+    """[B, 1, T, T]: query i may read the target feature of position j < i, unless j is a dropped visual token."""
+    length = batch.input_ids.shape[1]
+    readable = batch.attention_mask.bool().clone()
+    for b, (visual, scores) in enumerate(batch.visual_scores):
+        if len(visual):
+            kept = visual[keep_visual(scores, rng.uniform(keep_min, 1.0))]
+            readable[b, visual] = False
+            readable[b, kept] = True
+    earlier = torch.ones(length, length, dtype=torch.bool).tril(-1)
+    return (earlier[None] & readable[:, None, :]).unsqueeze(1)
+
+
+def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, rng: random.Random) -> dict:
+    features = batch.features
+    prev = torch.cat([torch.zeros_like(features[:, :1]), features[:, :-1]], dim=1)
+    if cfg.feature_noise:
+        rms = prev.pow(2).mean(-1, keepdim=True).sqrt()
+        prev = prev + (torch.rand_like(prev) * 2 - 1) * cfg.feature_noise * rms
+    length = features.shape[1]
+    positions = torch.arange(length).expand(len(features), -1)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    self_mask = (causal[None] & batch.attention_mask.bool()[:, None, :]).unsqueeze(1)
+    keys, values = adapter.cross.memory(features)
+    early, draft = adapter(batch.embeds, prev, positions, self_mask, keys, values, memory_mask(batch, cfg.keep_min, rng))
+    where = batch.predict
+    target_logp = F.log_softmax(lm_head(features[where]).float(), -1)
+    draft_logp = F.log_softmax(lm_head(draft[where]).float(), -1)
+    out = {
+        "kl": F.kl_div(draft_logp, target_logp, log_target=True, reduction="batchmean"),
+        "feature": F.smooth_l1_loss(draft[where], features[where]),
+        "accuracy": (draft_logp.argmax(-1) == target_logp.argmax(-1)).float().mean(),
+    }
+    if batch.intermediate is not None:
+        out["intermediate"] = F.smooth_l1_loss(early[where], batch.intermediate[where])
+    return out
+
+
+def train(cfg: DreamTrainConfig) -> DreamDrafter:
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    target = VisionLanguageModel.from_pretrained(cfg.target)
+    target.model.requires_grad_(False)
+    out = Path(cfg.out)
+    dataset = load_or_make(cfg.data, target, DistillConfig(cfg.target, cfg.prompts))
+    start = time.time()
+    batches, chosen = extract(target, training_samples(dataset), cfg)
+    extraction_seconds = time.time() - start
+    print(f"features of {len(dataset['rows'])} responses in {extraction_seconds:.0f}s; intermediate layers chosen: "
+          f"{dict(sorted(chosen.items()))}", flush=True)
+    adapter = DreamAdapter(DreamConfig.for_target(target, intermediate_layer=cfg.intermediate)).train()
+    lm_head = target.model.get_output_embeddings()
+    opt = torch.optim.AdamW(adapter.parameters(), lr=cfg.lr, weight_decay=0.01)
+    sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)
+    weights = {"kl": cfg.kl_weight, "feature": cfg.feature_weight, "intermediate": cfg.intermediate_weight}
+    log = []
+    for step in range(1, cfg.steps + 1):
+        parts = losses(adapter, lm_head, batches[rng.randrange(len(batches))], cfg, rng)
+        loss = sum(weights[k] * v for k, v in parts.items() if k in weights)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(adapter.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step == 1 or step % 50 == 0 or step == cfg.steps:
+            log.append({"step": step, "seconds": round(time.time() - start), **{k: round(v.item(), 4) for k, v in parts.items()}})
+            print(log[-1], flush=True)
+    drafter = DreamDrafter(adapter.eval(), target)
+    total = sum(chosen.values())
+    drafter.save_pretrained(out, {"target": cfg.target, "distillation": dataset["metadata"]})
+    (out / "training_log.json").write_text(json.dumps({
+        "config": asdict(cfg), "extraction_seconds": round(extraction_seconds),
+        "intermediate_layer_share": {int(k): round(v / total, 4) for k, v in sorted(chosen.items())} if total else {},
+        "log": log,
+    }, indent=1))
+    return drafter
+
+
+def run(args) -> None:
+    fields = DreamTrainConfig.__dataclass_fields__
+    train(DreamTrainConfig(**{k: v for k, v in vars(args).items() if k in fields and v is not None}))

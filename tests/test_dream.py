@@ -1,0 +1,148 @@
+"""DREAM drafter: the target's last-layer attention recomputed exactly, features handed over by the engine,
+exact cache rollback, visual-token keep ratio, lossless decoding, and training end to end on tiny random models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from core import world
+from core.dream import DreamDrafter, keep_visual, visual_scores
+from core.engine import SpeculativeEngine
+from core.sampling import SamplingConfig
+from core.train_dream import DreamTrainConfig, attention_entropy, train
+from core.vlm import VisionLanguageModel, last_layer_attention
+
+
+def _started(engine, drafter, sample):
+    session = engine.open(sample.image, sample.prompt, SamplingConfig(), seed=0)
+    engine._prefill(session)
+    return session, drafter.start(session)
+
+
+def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
+    eager = VisionLanguageModel.from_pretrained(tiny_target_dir, attn_implementation="eager")
+    s = world.sample("heldout", 3)
+    request = eager.prepare(s.image, s.prompt)
+    positions, _ = eager.rope_positions(request)
+    with torch.no_grad():
+        out = eager.model(input_ids=request.input_ids, position_ids=positions, pixel_values=request.pixel_values,
+                          image_grid_thw=request.image_grid_thw, mm_token_type_ids=request.mm_token_type_ids,
+                          output_hidden_states=True, output_attentions=True)
+        recomputed = last_layer_attention(eager, out.hidden_states, positions)
+    torch.testing.assert_close(recomputed, out.attentions[-1].mean(1)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    s = world.sample("heldout", 5)
+    session, run = _started(engine, tiny_dream, s)
+    for _ in range(4):
+        engine._speculative_round(session, run, 3, 64)
+    ids = torch.cat([session.request.input_ids, torch.tensor([session.generated[:-1]])], dim=1)
+    with torch.no_grad():
+        full = tiny_target.model(input_ids=ids, pixel_values=session.request.pixel_values,
+                                 image_grid_thw=session.request.image_grid_thw,
+                                 mm_token_type_ids=(ids == tiny_target.image_token_id).long(),
+                                 output_hidden_states=True).hidden_states[-1][0]
+    assert session.features.shape == full.shape
+    torch.testing.assert_close(session.features, full, atol=1e-4, rtol=1e-4)
+
+
+def test_cache_rollback_is_exact(tiny_target, tiny_dream):
+    """After rounds of accepted and rejected drafts, the run drafts exactly what a fresh run would."""
+    engine = SpeculativeEngine(tiny_target)
+    s = world.sample("heldout", 6)
+    session, run = _started(engine, tiny_dream, s)
+    for _ in range(5):
+        engine._speculative_round(session, run, 4, 64)
+    session.prefill_states = None
+    again = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
+    engine._prefill(again)
+    fresh = tiny_dream.start(again)
+    incremental = run.propose(session, 4)
+    assert incremental.tokens == fresh.propose(session, 4).tokens
+    torch.testing.assert_close(incremental.probs, fresh.propose(session, 4).probs, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("keep_ratio", [1.0, 0.75, 0.5])
+def test_greedy_dream_is_lossless(tiny_target, tiny_dream, keep_ratio):
+    engine = SpeculativeEngine(tiny_target)
+    drafter = DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=keep_ratio)
+    cases = [(s.image, s.prompt) for s in world.samples("heldout", 3)] + [(None, "Describe the image.")]
+    for image, prompt in cases:
+        plain = engine.generate(image, prompt, max_new_tokens=16)
+        spec = engine.generate(image, prompt, drafter, gamma=3, max_new_tokens=16)
+        assert spec.token_ids == plain.token_ids
+
+
+def test_keep_ratio_keeps_the_most_attended_visual_tokens(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    drafter = DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=0.5)
+    session, run = _started(engine, drafter, world.sample("heldout", 7))
+    visual = session.request.image_mask.nonzero().view(-1)
+    scores = visual_scores(last_layer_attention(tiny_target, session.prefill_states, session.prefill_positions), visual)
+    assert len(run.dropped) == len(visual) - round(0.5 * len(visual))
+    weakest_kept = min(scores[i] for i, p in enumerate(visual.tolist()) if p not in run.dropped)
+    assert all(scores[i] <= weakest_kept for i, p in enumerate(visual.tolist()) if p in run.dropped)
+    assert keep_visual(torch.tensor([0.1, 0.5, 0.3, 0.9]), 0.5).tolist() == [1, 3]  # in original order
+
+
+@pytest.mark.parametrize("ratio", [0.0, -0.1, 1.5, float("nan")])
+def test_bad_keep_ratio_is_rejected(tiny_target, tiny_dream, ratio):
+    with pytest.raises(ValueError, match="keep_ratio"):
+        DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=ratio)
+
+
+def test_attention_entropy_prefers_focused_heads():
+    focused = torch.zeros(1, 2, 3, 3)
+    focused[..., 0] = 1.0
+    uniform = torch.full((1, 2, 3, 3), 1 / 3)
+    entropy = torch.stack([attention_entropy(uniform), attention_entropy(focused)])
+    assert entropy.argmin(0).eq(1).all()
+    torch.testing.assert_close(attention_entropy(uniform), torch.full((1, 3), float(torch.log(torch.tensor(3.0)))))
+
+
+def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir, tiny_target):
+    out = tmp_path / "dream"
+    cfg = DreamTrainConfig(steps=40, batch=8, prompts=8, target=str(tiny_target_dir), data="", out=str(out),
+                           intermediate="0.5")
+    drafter = train(cfg)
+    log = json.loads((out / "training_log.json").read_text())
+    first, final = log["log"][0], log["log"][-1]
+    assert (first["step"], final["step"]) == (1, 40)
+    assert final["feature"] < 0.7 * first["feature"]  # the random tiny target's logits are near uniform: KL starts ~0
+    assert set(log["intermediate_layer_share"]) == {"0"}
+    loaded = DreamDrafter.from_pretrained(out, tiny_target)
+    for name, tensor in drafter.adapter.state_dict().items():
+        torch.testing.assert_close(loaded.adapter.state_dict()[name], tensor.to(torch.bfloat16).float())
+    s = world.sample("heldout", 0)
+    engine = SpeculativeEngine(tiny_target)
+    assert engine.generate(s.image, s.prompt, loaded, max_new_tokens=8).token_ids == \
+        engine.generate(s.image, s.prompt, max_new_tokens=8).token_ids
+
+
+def test_bad_intermediate_setting_is_rejected():
+    with pytest.raises(ValueError, match="intermediate"):
+        DreamTrainConfig(intermediate="middle")
+
+
+def test_the_adapter_never_reads_the_future(tiny_dream):
+    """Its self-attention layers apply the causal mask (a boolean mask added instead of applied would leak)."""
+    adapter = tiny_dream.adapter
+    torch.manual_seed(0)
+    width = adapter.cfg.hidden_size
+    embeds, prev = torch.randn(1, 6, width), torch.randn(1, 6, width)
+    positions = torch.arange(6)[None]
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()[None, None]
+    keys, values = adapter.cross.memory(prev)
+    memory = (torch.arange(6)[None] < torch.arange(6)[:, None])[None, None]
+    with torch.no_grad():
+        _, before = adapter(embeds, prev, positions, causal, keys, values, memory)
+        later = embeds.clone()
+        later[:, 4:] += 5.0
+        _, after = adapter(later, prev, positions, causal, keys, values, memory)
+    torch.testing.assert_close(before[:, :4], after[:, :4])
+    assert not torch.allclose(before[:, 4:], after[:, 4:])

@@ -1,0 +1,127 @@
+"""Draft trees: mask, depths and greedy branch selection on a hand-made tree; one-forward tree verification in the
+engine (3-D rotary positions, cache compaction) against plain decoding, with an oracle drafter whose right branch
+is never the first child, and with the DREAM drafter's own dynamic trees."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from core import world
+from core.dream import DreamDrafter
+from core.drafters import DraftProposal
+from core.engine import SpeculativeEngine
+from core.sampling import SamplingConfig
+from core.tree import TreeShape, ancestry, depths, greedy_path, verify_mask
+
+#        root
+#       /    \
+#      0(5)   1(7)
+#      |      /  \
+#      2(6) 3(8) 4(9)
+PARENTS = [-1, -1, 0, 1, 1]
+TOKENS = [5, 7, 6, 8, 9]
+
+
+def test_depths_and_ancestry():
+    assert depths(PARENTS) == [1, 1, 2, 2, 2]
+    assert ancestry(PARENTS).tolist() == [
+        [True, False, False, False, False],
+        [False, True, False, False, False],
+        [True, False, True, False, False],
+        [False, True, False, True, False],
+        [False, True, False, False, True],
+    ]
+    mask = verify_mask(PARENTS, prefix=3)[0, 0]
+    assert mask.shape == (6, 9)
+    assert mask[:, :4].all()  # every row sees the prefix and the root
+    assert mask[4, 3:].tolist() == [True, False, True, False, True, False]  # node 3: root, node 1, itself
+
+
+@pytest.mark.parametrize("argmax, path, token", [
+    ([7, 0, 9, 0, 0, 0], [1, 4], 0),  # root -> 7 (node 1) -> 9 (node 4), then the target's own token
+    ([5, 6, 0, 1, 0, 0], [0, 2], 1),
+    ([3, 0, 0, 0, 0, 0], [], 3),  # nothing accepted: the correction
+])
+def test_greedy_path_follows_the_targets_choices(argmax, path, token):
+    assert greedy_path(TOKENS, PARENTS, argmax) == (path, token)
+
+
+@pytest.mark.parametrize("spec", ["4", "0x8", "4x0", "9x32", "axb"])
+def test_bad_tree_shapes_are_rejected(spec):
+    with pytest.raises(ValueError, match="tree"):
+        TreeShape.parse(spec)
+
+
+class OracleTreeDrafter:
+    """Knows the target's greedy continuation; drafts a tree in which the right token is always the second child
+    and the right branch stops being right after `correct_depth` levels."""
+
+    name = "oracle-tree"
+
+    def __init__(self, continuation: list[int], vocab: int, correct_depth: int = 3):
+        self.continuation, self.vocab, self.correct_depth = continuation, vocab, correct_depth
+
+    def start(self, session):
+        return self
+
+    def propose(self, session, gamma):
+        done = len(session.generated)
+        tokens, parents, parent = [], [], -1
+        for level in range(gamma):
+            right = self.continuation[done + level] if done + level < len(self.continuation) else 0
+            if level >= self.correct_depth:
+                right = (right + 1) % self.vocab
+            tokens += [(right + 2) % self.vocab, right]  # a wrong first child, then the right one
+            parents += [parent, parent]
+            parent = len(tokens) - 1
+        return DraftProposal(tokens, torch.full((len(tokens), self.vocab), 1 / self.vocab), parents)
+
+
+def test_tree_verification_is_lossless_and_compacts_the_cache(tiny_target):
+    engine = SpeculativeEngine(tiny_target)
+    vocab = tiny_target.model.config.get_text_config().vocab_size
+    for s in world.samples("heldout", 3):
+        plain = engine.generate(s.image, s.prompt, max_new_tokens=24)
+        oracle = OracleTreeDrafter(plain.token_ids, vocab)
+        spec = engine.generate(s.image, s.prompt, oracle, gamma=5, max_new_tokens=24)
+        assert spec.token_ids == plain.token_ids
+        tree_rounds = [r for r in spec.rounds if r.parents is not None]
+        assert tree_rounds and all(r.accepted == len(r.path) for r in tree_rounds)
+        assert max(r.accepted for r in tree_rounds) == 3  # the right branch, as deep as the oracle keeps it right
+        assert spec.tau > 2
+
+    session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
+    engine._prefill(session)
+    run = oracle.start(session)
+    for _ in range(3):
+        engine._speculative_round(session, run, 5, 64)
+    fresh = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
+    engine._prefill(fresh)
+    engine._target_forward(fresh, session.generated[:-1])
+    for tree_layer, fresh_layer in zip(session.cache.layers, fresh.cache.layers):
+        torch.testing.assert_close(tree_layer.keys, fresh_layer.keys, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(tree_layer.values, fresh_layer.values, atol=1e-5, rtol=1e-4)
+
+
+def test_dream_trees_are_lossless_and_shaped_as_asked(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    drafter = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=3, total=10))
+    cases = [(s.image, s.prompt) for s in world.samples("heldout", 2)] + [(None, "Describe the image.")]
+    for image, prompt in cases:
+        plain = engine.generate(image, prompt, max_new_tokens=16)
+        spec = engine.generate(image, prompt, drafter, gamma=4, max_new_tokens=16)
+        assert spec.token_ids == plain.token_ids
+        for r in spec.rounds[1:]:
+            if r.parents is None:
+                continue
+            assert len(r.drafted) <= 10 and max(depths(r.parents)) <= 4
+            assert all(p < i for i, p in enumerate(r.parents))  # parents come first
+
+
+def test_sampling_drafts_chains_even_with_a_tree(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    drafter = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=2, total=6))
+    gen = engine.generate(None, "Describe the image.", drafter, gamma=3, max_new_tokens=10,
+                          sampling=SamplingConfig(temperature=1.0))
+    assert all(r.parents is None for r in gen.rounds)

@@ -1,0 +1,112 @@
+"""Tab "REAP pruning": score a MoE's experts on a calibration set once, then prune (or merge) any share of them
+and see which experts go, what it costs per domain, how every method compares across ratios, the experts'
+output subspace and a generation before and after; download the result. Every number comes from core/reap/lab.py.
+
+Moving the ratio slider recomputes on release from cached scores: the heatmaps and quality arrive first, then the
+curve, subspace and samples.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from core.reap import data
+from core.reap.lab import ALL_METHODS, MODELS, PruneView, Sample, lab_for, model_info
+from ui.inputs import user_errors
+from ui.reap_charts import curve_figure, heatmaps, subspace_figure
+
+TITLE = "REAP pruning"
+METHOD_LABELS = {
+    "reap": "REAP (router-weighted expert activation)",
+    "ean": "EAN (expert activation norm)",
+    "frequency": "frequency (tokens routed)",
+    "weighted_frequency": "weighted frequency (sum of gates)",
+    "random": "random (sanity baseline)",
+    "hc-smoe": "HC-SMoE (merge: clusters of expert outputs)",
+    "m-smoe": "M-SMoE (merge into the most used experts)",
+}
+CALIBRATION_LABELS = {"mixed": "mixed (all three)", "code": "code", "prose": "prose", "math": "math"}
+QUALITY_HEADERS = ["domain", "perplexity unpruned", "perplexity pruned", "Δ perplexity", "accuracy unpruned",
+                   "accuracy pruned"]
+SAMPLE_HEADERS = ["domain", "prompt (its end)", "unpruned", "pruned"]
+PROMPT_TAIL = 60
+EXPORT_DIR = Path(tempfile.gettempdir()) / "speculum-reap"  # Gradio serves files from the system temp dir
+INTRO = ("Scores are computed once per model and calibration set (seconds, with progress) and cached on disk; "
+         "the slider then re-prunes from them. Quality is measured on a small held-out set per domain.")
+
+
+def _model_label(name: str) -> str:
+    info = model_info(name)
+    return f"{name} ({info.layers} layers x {info.experts} experts, top-{info.top_k})"
+
+
+def _summary(view: PruneView) -> str:
+    gone = "merged away" if any(view.merged_into) else "removed"
+    timing = "from the cache" if view.quality_cached else "measured"
+    return (f"**{METHOD_LABELS[view.method]}**, ratio {view.ratio:.1%}: {view.removed} of {view.experts} experts per "
+            f"layer {gone}, {view.experts - view.removed} left (top-{view.top_k}); calibration *{view.calibration}*. "
+            f"Quality {timing}, {view.seconds:.2f} s in all.")
+
+
+def _quality_rows(view: PruneView) -> list[list]:
+    return [[d, base["ppl"], view.quality[d]["ppl"], f"{view.quality[d]['ppl'] / base['ppl'] - 1:+.1%}",
+             base["acc"], view.quality[d]["acc"]] for d, base in view.baseline.items()]
+
+
+def _sample_rows(samples: list[Sample]) -> list[list]:
+    return [[s.domain, "…" + s.prompt[-PROMPT_TAIL:], s.unpruned, s.pruned] for s in samples]
+
+
+def explore(model, calibration, method, ratio, progress=gr.Progress()):
+    with user_errors():
+        progress(0, desc="loading the model")
+        lab = lab_for(model)
+
+        step = lambda fraction, desc: progress(fraction, desc=desc)  # noqa: E731  (core's progress callback)
+        view = lab.view(calibration, method, ratio, step)
+        yield _summary(view), heatmaps(view), _quality_rows(view), gr.skip(), gr.skip(), gr.skip()
+        curve = curve_figure(lab.curve(calibration, step), view.method, view.ratio)
+        subspace = subspace_figure(lab.subspace(calibration, method, ratio))
+        yield gr.skip(), gr.skip(), gr.skip(), curve, subspace, _sample_rows(lab.samples(calibration, method, ratio))
+
+
+def export(model, calibration, method, ratio, progress=gr.Progress()):
+    with user_errors():
+        progress(0, desc="writing the checkpoint")
+        return str(lab_for(model).export(calibration, method, ratio, EXPORT_DIR))
+
+
+def build() -> None:
+    info = model_info(next(iter(MODELS)))
+    with gr.Row():
+        with gr.Column(scale=1, min_width=300):
+            model = gr.Dropdown([(_model_label(name), name) for name in MODELS], value=next(iter(MODELS)),
+                                label="MoE model", info="the embedded model (see About); no hub presets yet")
+            calibration = gr.Radio([(CALIBRATION_LABELS[c], c) for c in data.CALIBRATIONS], value="mixed",
+                                   label="Calibration data")
+            method = gr.Dropdown([(METHOD_LABELS[m], m) for m in ALL_METHODS], value="reap", label="Method")
+            ratio = gr.Slider(0, info.max_ratio, value=0.5, step=1 / info.experts, label="Pruning ratio",
+                              info=f"share of each layer's {info.experts} experts removed; recomputes on release",
+                              elem_id="reap-ratio")
+            run = gr.Button("Score & prune", variant="primary")
+            summary = gr.Markdown(INTRO, elem_id="reap-summary")
+        with gr.Column(scale=3):
+            heatmap = gr.Plot(label="Experts", elem_id="reap-heatmap")
+            quality = gr.Dataframe(headers=QUALITY_HEADERS, interactive=False, label="Quality at this ratio",
+                                   elem_id="reap-quality")
+            curve = gr.Plot(label="Quality vs ratio, every method", elem_id="reap-curve")
+    subspace = gr.Plot(label="Expert output subspace: original vs pruned vs merged", elem_id="reap-subspace")
+    samples = gr.Dataframe(headers=SAMPLE_HEADERS, interactive=False, wrap=True, label="Greedy generation, before and after",
+                           elem_id="reap-samples")
+    with gr.Accordion("Download the pruned checkpoint", open=False):
+        build_zip = gr.Button("Build .zip of the HF directory")
+        checkpoint = gr.File(label="Pruned checkpoint (loads with AutoModelForCausalLM.from_pretrained)",
+                             elem_id="reap-file")
+    settings = [model, calibration, method, ratio]
+    gr.on([run.click, ratio.release, method.change, calibration.change], explore, settings,
+          [summary, heatmap, quality, curve, subspace, samples], api_name="reap", concurrency_id="reap",
+          trigger_mode="always_last")
+    build_zip.click(export, settings, checkpoint, api_name="reap_export", concurrency_id="reap")
