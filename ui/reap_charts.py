@@ -23,6 +23,15 @@ MARGIN = {"l": 40, "r": 20, "t": 50, "b": 40}
 LOG_TICKS = [m * 10 ** e for e in range(5) for m in (1, 2, 3, 5)]
 
 
+def placeholder(text: str) -> go.Figure:
+    """An empty chart with a hint. Shown when the tab opens, it also has the page load plotly.js before the
+    first result arrives rather than after."""
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(height=330, margin=MARGIN, xaxis={"visible": False}, yaxis={"visible": False})
+    return fig
+
+
 def heatmaps(view: PruneView) -> go.Figure:
     """Layers x experts: the method's saliency (scaled per layer, since each layer is pruned on its own) and the
     share of routed tokens, with every removed or merged-away expert crossed out on both."""

@@ -16,7 +16,7 @@ import gradio as gr
 from core.reap import data
 from core.reap.lab import ALL_METHODS, MODELS, PruneView, Sample, lab_for, model_info
 from ui.inputs import user_errors
-from ui.reap_charts import curve_figure, heatmaps, subspace_figure
+from ui.reap_charts import curve_figure, heatmaps, placeholder, subspace_figure
 
 TITLE = "REAP pruning"
 METHOD_LABELS = {
@@ -94,7 +94,8 @@ def build() -> None:
             run = gr.Button("Score & prune", variant="primary")
             summary = gr.Markdown(INTRO, elem_id="reap-summary")
         with gr.Column(scale=3):
-            heatmap = gr.Plot(label="Experts", elem_id="reap-heatmap")
+            heatmap = gr.Plot(placeholder("Score & prune, or release the slider: the experts appear here"),
+                              label="Experts", elem_id="reap-heatmap")
             quality = gr.Dataframe(headers=QUALITY_HEADERS, interactive=False, label="Quality at this ratio",
                                    elem_id="reap-quality")
             curve = gr.Plot(label="Quality vs ratio, every method", elem_id="reap-curve")

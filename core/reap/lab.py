@@ -63,9 +63,9 @@ def default_cache_dir() -> Path:
 @dataclass
 class LabConfig:
     score: ScoreConfig = field(default_factory=ScoreConfig)
-    # Task prompts are ~200 tokens, so the items cost most of an evaluation: 16 per domain keep a slider release
-    # near 1 CPU second (scripts/bench_ui.py --parts reap); the saved sweep uses 128.
-    live_quality: QualityConfig = field(default_factory=lambda: QualityConfig(ppl_windows=4, task_items=16))
+    # Task prompts are ~200 tokens, so the items cost most of an evaluation: 12 per domain keep a slider release
+    # under a CPU second (scripts/bench_ui.py --parts reap); the saved sweep uses 128.
+    live_quality: QualityConfig = field(default_factory=lambda: QualityConfig(ppl_windows=4, task_items=12))
     curve_ratios: tuple[float, ...] = (0.25, 0.5, 0.75)
     subspace_tokens: int = 1024
     sample_tokens: int = 16
