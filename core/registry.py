@@ -40,18 +40,19 @@ DRAFTERS: dict[str, Callable[..., Drafter]] = {
 NO_DRAFTER = "none"
 
 
-def _resolve(name_or_path: str, table: dict) -> Path:
+def resolve(name_or_path: str, table: dict, kind: str = "model") -> Path:
+    """A name from `table`, or a local directory holding a Hugging Face model."""
     if name_or_path in table:
         return Path(table[name_or_path])
     path = Path(name_or_path)
     if not (path / "config.json").is_file():
-        raise ValueError(f"unknown model {name_or_path!r}: not one of {sorted(table)} and not a model directory")
+        raise ValueError(f"unknown {kind} {name_or_path!r}: not one of {sorted(table)} and not a model directory")
     return path
 
 
 @lru_cache(maxsize=4)
 def load_target(name_or_path: str = "embedded") -> VisionLanguageModel:
-    return VisionLanguageModel.from_pretrained(_resolve(name_or_path, TARGETS))
+    return VisionLanguageModel.from_pretrained(resolve(name_or_path, TARGETS))
 
 
 @lru_cache(maxsize=16)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -123,24 +124,36 @@ def bench_api(url: str, image: Path, prompt: str, drafter: str, runs: int) -> di
     return {"first_event_s": _summary(first), "whole_answer_s": _summary(total)}
 
 
-def bench_browser(url: str, image: Path, runs: int) -> dict:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        return {"skipped": "playwright is not installed"}
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        return {"skipped": "chromium is not installed"}
-    results = []
+def browser_unavailable() -> str | None:
+    """Why the browser measurements cannot run here, or None."""
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed"
+    return None if shutil.which("chromium") else "chromium is not installed"
+
+
+@contextlib.contextmanager
+def browser_page():
+    """A page in Debian's chromium, driven by Playwright (check browser_unavailable() first)."""
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+def bench_browser(url: str, image: Path, runs: int) -> dict:
+    if reason := browser_unavailable():
+        return {"skipped": reason}
+    results = []
+    with browser_page() as page:
         for _ in range(runs):
             page.goto(url)  # a fresh page each run: no tokens from the previous answer on screen
             page.locator("#spec-image input[type=file]").set_input_files(str(image))
             page.locator("#spec-image img").first.wait_for()
             results.append(page.evaluate(CLICK_AND_WATCH))
-        browser.close()
     return {key: _summary([r[key] for r in results]) for key in ("first_token_s", "first_draft_token_s", "done_s")}
 
 
@@ -161,22 +174,14 @@ def bench_reap_api(url: str, method: str) -> dict:
 
 
 def bench_reap_browser(url: str) -> dict:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        return {"skipped": "playwright is not installed"}
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        return {"skipped": "chromium is not installed"}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    if reason := browser_unavailable():
+        return {"skipped": reason}
+    with browser_page() as page:
         page.goto(url)
         page.get_by_role("tab", name="REAP pruning").click()
         page.locator("#reap-heatmap .js-plotly-plot").wait_for()  # the tab is drawn (its placeholder chart)
         info = model_info(REAP_MODEL)
         results = [page.evaluate(RELEASE_AND_WATCH, [ratio, info.experts, info.layers]) for ratio in REAP_RATIOS]
-        browser.close()
     return {key: _summary([r[key] for r in results]) for key in ("heatmap_and_quality_s", "done_s")}
 
 

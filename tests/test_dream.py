@@ -16,10 +16,14 @@ from core.train_dream import DreamTrainConfig, attention_entropy, train
 from core.vlm import VisionLanguageModel, last_layer_attention
 
 
-def _started(engine, drafter, sample):
+def _started(engine, drafter, sample, rounds: int = 0, gamma: int = 4):
+    """A greedy session prefilled, its drafter started, then `rounds` speculative rounds of gamma drafts."""
     session = engine.open(sample.image, sample.prompt, SamplingConfig(), seed=0)
     engine._prefill(session)
-    return session, drafter.start(session)
+    run = drafter.start(session)
+    for _ in range(rounds):
+        engine._speculative_round(session, run, gamma, 64)
+    return session, run
 
 
 def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
@@ -38,9 +42,7 @@ def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
 def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     s = world.sample("heldout", 5)
-    session, run = _started(engine, tiny_dream, s)
-    for _ in range(4):
-        engine._speculative_round(session, run, 3, 64)
+    session, _ = _started(engine, tiny_dream, s, rounds=4, gamma=3)
     ids = torch.cat([session.request.input_ids, torch.tensor([session.generated[:-1]])], dim=1)
     with torch.no_grad():
         full = tiny_target.model(input_ids=ids, pixel_values=session.request.pixel_values,
@@ -55,9 +57,7 @@ def test_cache_rollback_is_exact(tiny_target, tiny_dream):
     """After rounds of accepted and rejected drafts, the run drafts exactly what a fresh run would."""
     engine = SpeculativeEngine(tiny_target)
     s = world.sample("heldout", 6)
-    session, run = _started(engine, tiny_dream, s)
-    for _ in range(5):
-        engine._speculative_round(session, run, 4, 64)
+    session, run = _started(engine, tiny_dream, s, rounds=5)
     session.prefill_states = None
     again = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
     engine._prefill(again)

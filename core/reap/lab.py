@@ -41,6 +41,7 @@ from core.reap.prune import atomic_save, experts_to_keep, recipe_for, save_reduc
 from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
 from core.reap.scores import METHODS, ScoreConfig, load_model, load_scores, save_scores, score
 from core.reap.subspace import subspace_view
+from core.registry import resolve
 
 MODELS = {"embedded": MOE_PATH}
 ALL_METHODS = METHODS + MERGE_METHODS
@@ -159,18 +160,9 @@ class _Reduced:
     groups: list[list[list[int]]] | None  # merging only
 
 
-def resolve(name_or_path: str) -> Path:
-    if name_or_path in MODELS:
-        return Path(MODELS[name_or_path])
-    path = Path(name_or_path)
-    if not (path / "config.json").is_file():
-        raise ValueError(f"unknown MoE model {name_or_path!r}: not one of {sorted(MODELS)} and not a model directory")
-    return path
-
-
 def model_info(name_or_path: str) -> ModelInfo:
     """Expert count, top-k and depth from the config alone (no weights), e.g. to size a ratio slider."""
-    config = AutoConfig.from_pretrained(resolve(name_or_path))
+    config = AutoConfig.from_pretrained(resolve(name_or_path, MODELS, "MoE model"))
     if config.model_type not in ADAPTERS:
         raise ValueError(f"{name_or_path!r} is a {config.model_type!r} model, not a supported MoE family")
     return ModelInfo(getattr(config, ADAPTERS[config.model_type].experts_key), config.num_experts_per_tok,
@@ -202,7 +194,7 @@ class Lab:
 
     def __init__(self, name_or_path: str = "embedded", cfg: LabConfig | None = None):
         self.name = name_or_path
-        self.path = resolve(name_or_path)
+        self.path = resolve(name_or_path, MODELS, "MoE model")
         self.cfg = cfg or LabConfig()
         self.model, self.tokenizer = load_model(str(self.path))
         self.info = model_info(name_or_path)
