@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from safetensors import SafetensorError
+
 from core.embedded import EMBEDDED_PATHS
 from core.reap.cli import register as register_reap
 
@@ -36,6 +38,12 @@ def _generate(args) -> None:
 
 def _bench_spec(args) -> None:
     from core.bench_spec import run
+
+    run(args)
+
+
+def _bench_gpu(args) -> None:
+    from core.bench_gpu import run
 
     run(args)
 
@@ -100,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_decoding_options(bench)
     bench.set_defaults(func=_bench_spec)
 
+    gpu = sub.add_parser("bench-gpu", help="eager vs fast path step latency, verify cost, S(tau) bound vs achieved")
+    gpu.add_argument("--sizes", default="real", choices=["real", "tiny"],
+                     help="real: 7B-class target + 0.5B-class drafter (a GPU); tiny: a CPU smoke run")
+    gpu.add_argument("--embedded-n", dest="embedded_n", type=int, default=12,
+                     help="held-out samples for the embedded models' tau and speedup (0 skips them)")
+    gpu.add_argument("--json", help="write the report here too")
+    gpu.set_defaults(func=_bench_gpu)
+
     register_reap(sub)
     return parser
 
@@ -109,8 +125,15 @@ def main(argv: list[str] | None = None) -> None:
     args.func(args)
 
 
-if __name__ == "__main__":
+def cli(argv: list[str] | None = None) -> None:
+    """main() as a program: bad input (ValueError) or a file that cannot be read (a missing or corrupt checkpoint)
+    exits with status 1 and one line, not a traceback."""
     try:
-        main()
-    except ValueError as exc:  # bad input: a message, not a traceback
-        raise SystemExit(f"error: {exc}") from None
+        main(argv)
+    except (ValueError, OSError, SafetensorError) as exc:
+        message = str(exc).strip() or type(exc).__name__
+        raise SystemExit(f"error: {message.splitlines()[0]}") from None
+
+
+if __name__ == "__main__":
+    cli()

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from transformers import AutoModelForCausalLM, DynamicCache, PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from core.loading import LoadOptions
 from core.sampling import distribution, sample
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class DraftRun(Protocol):
 
 
 class Drafter(Protocol):
+    """`name`, `start`; a drafter that reads the target's hidden states also sets `reads_target_features = True`."""
+
     name: str
 
     def start(self, session: Session) -> DraftRun: ...
@@ -48,8 +51,8 @@ class Drafter(Protocol):
 class CachedPrefix:
     """A KV cache plus the token ids it holds; `pending` crops it to the prefix shared with a sequence."""
 
-    def __init__(self, model: PreTrainedModel):
-        self.cache = DynamicCache(config=model.config)
+    def __init__(self, model: PreTrainedModel, session: Session):
+        self.cache = session.fast.new_cache(model, session.max_length)
         self.held: list[int] = []
 
     def pending(self, sequence: list[int]) -> list[int]:
@@ -68,17 +71,18 @@ class CachedPrefix:
 class TextDraftRun:
     """Drafting with a causal LM over token ids; `prefix` may arrive already holding a prefilled prompt."""
 
-    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], prefix: CachedPrefix | None = None):
+    def __init__(self, model: PreTrainedModel, prompt_ids: list[int], prefix: CachedPrefix):
         self.model = model
         self.prompt_ids = prompt_ids
-        self.prefix = prefix or CachedPrefix(model)
+        self.prefix = prefix
 
     @torch.no_grad()
     def propose(self, session: Session, gamma: int) -> DraftProposal:
         tokens, probs = [], []
         feed = self.prefix.pending(self.prompt_ids + session.generated)
         for _ in range(gamma):
-            logits = self.model(
+            step = self.model if not self.prefix.held else session.fast.step(self.model)  # a prompt prefill stays eager
+            logits = step(
                 input_ids=torch.tensor([feed], device=self.model.device), cache=self.prefix.cache, use_cache=True
             ).logits[0, -1:]
             self.prefix.held += feed
@@ -98,8 +102,8 @@ class TextDrafter:
         self.name = name
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, name: str = "text", dtype: torch.dtype = torch.float32) -> TextDrafter:
-        return cls(AutoModelForCausalLM.from_pretrained(path, dtype=dtype), name)
+    def from_pretrained(cls, path: str | Path, name: str = "text", load: LoadOptions = LoadOptions()) -> TextDrafter:
+        return cls(AutoModelForCausalLM.from_pretrained(path, **load.kwargs()), name)
 
     def start(self, session: Session) -> TextDraftRun:
-        return TextDraftRun(self.model, session.request.text_ids[0].tolist())
+        return TextDraftRun(self.model, session.request.text_ids[0].tolist(), CachedPrefix(self.model, session))

@@ -159,8 +159,10 @@ class DreamDraftRun:
         self.drafter = drafter
         target = drafter.target
         request = session.request
+        self.device = target.device
         self.prompt_ids = request.input_ids[0].tolist()
-        self.prompt_embeds = target_embeds(target, request.input_ids, request.image_mask.unsqueeze(0),
+        self.prompt_embeds = target_embeds(target, request.input_ids.to(self.device),
+                                           request.image_mask.unsqueeze(0).to(self.device),
                                            visual_features(session.image_features))[0]
         self.cache = DynamicCache(config=drafter.adapter.cfg.layer_config())
         self.real = 0  # cache entries computed from real target features
@@ -173,9 +175,10 @@ class DreamDraftRun:
             kept = set(visual[keep_visual(scores, keep_ratio)].tolist())
             dropped = set(visual.tolist()) - kept
         self.dropped = dropped
-        self.memory_positions = torch.empty(0, dtype=torch.long)
+        dtype = target.model.dtype
+        self.memory_positions = torch.empty(0, dtype=torch.long, device=self.device)
         h, heads = drafter.adapter.cfg.hidden_size, drafter.adapter.cfg.num_heads
-        self.keys = self.values = torch.empty(1, heads, 0, h // heads)
+        self.keys = self.values = torch.empty(1, heads, 0, h // heads, device=self.device, dtype=dtype)
         self.memory_seen = 0
 
     def _grow_memory(self, features: torch.Tensor) -> None:
@@ -185,7 +188,7 @@ class DreamDraftRun:
             return
         keys, values = self.drafter.adapter.cross.memory(features[new].unsqueeze(0))
         self.keys, self.values = torch.cat([self.keys, keys], 2), torch.cat([self.values, values], 2)
-        self.memory_positions = torch.cat([self.memory_positions, torch.tensor(new)])
+        self.memory_positions = torch.cat([self.memory_positions, torch.tensor(new, device=self.device)])
 
     def _embed(self, ids: list[int], start: int) -> torch.Tensor:
         """Embeddings of sequence positions start.. (prompt positions come from the prompt, image included)."""
@@ -193,13 +196,13 @@ class DreamDraftRun:
         rest = ids[max(start, len(self.prompt_ids)):]
         if not rest:
             return from_prompt
-        return torch.cat([from_prompt, self.drafter.target.model.get_input_embeddings()(torch.tensor(rest))])
+        return torch.cat([from_prompt, self.drafter.target.model.get_input_embeddings()(torch.tensor(rest, device=self.device))])
 
     def _step(self, embeds: torch.Tensor, prev: torch.Tensor, start: int) -> torch.Tensor:
         """Feed positions start..start+n-1 (after `start` cached entries); returns predicted features [n, H]."""
         n = len(embeds)
-        positions = torch.arange(start, start + n)
-        causal = positions.view(-1, 1) >= torch.arange(start + n).view(1, -1)
+        positions = torch.arange(start, start + n, device=self.device)
+        causal = positions.view(-1, 1) >= torch.arange(start + n, device=self.device).view(1, -1)
         return self._forward(embeds, prev, positions, causal)
 
     def _forward(self, embeds, prev, positions: torch.Tensor, self_mask: torch.Tensor) -> torch.Tensor:
@@ -218,7 +221,7 @@ class DreamDraftRun:
             self.cache.crop(self.real - self.cache.get_seq_length())
         # Catch up on committed positions with the target's real features (feature of position i-1 for input i).
         start = self.real
-        prev = torch.cat([torch.zeros(1, features.shape[1]), features])[start:last + 1]
+        prev = torch.cat([features.new_zeros(1, features.shape[1]), features])[start:last + 1]
         predicted = self._step(self._embed(ids, start), prev, start)
         self.real = last  # position `last` is fed again next time: its output is the first draft's source
         if self.drafter.tree is not None and session.sampling.greedy:
@@ -263,7 +266,7 @@ class DreamDraftRun:
                 break
             frontier = sorted(children, key=lambda i: -scores[i])[: shape.top_k]
             fed_from = self.cache.get_seq_length()
-            mask = torch.zeros(len(frontier), fed_from + len(frontier), dtype=torch.bool)
+            mask = torch.zeros(len(frontier), fed_from + len(frontier), dtype=torch.bool, device=self.device)
             mask[:, : last + 1] = True  # the committed prefix, root included
             for row, node in enumerate(frontier):
                 slots[node] = fed_from + row
@@ -272,8 +275,8 @@ class DreamDraftRun:
                     mask[row, slots[ancestor]] = True
                     ancestor = parents[ancestor]
             prev = torch.stack([root_feature[0] if parents[n] < 0 else node_features[parents[n]] for n in frontier])
-            out = self._forward(embed(torch.tensor([tokens[n] for n in frontier])), prev,
-                                torch.full((len(frontier),), last + level), mask)
+            out = self._forward(embed(torch.tensor([tokens[n] for n in frontier], device=self.device)), prev,
+                                torch.full((len(frontier),), last + level, device=self.device), mask)
             node_features.update(zip(frontier, out))
             features, frontier_scores = out, torch.tensor([scores[n] for n in frontier])
         chosen = set(sorted(range(len(tokens)), key=lambda i: -scores[i])[: shape.total])
@@ -289,6 +292,8 @@ class DreamDraftRun:
 
 
 class DreamDrafter:
+    reads_target_features = True  # the engine keeps the target's last-layer states for it (session.features)
+
     def __init__(self, adapter: DreamAdapter, target: VisionLanguageModel, name: str = "dream",
                  keep_ratio: float | None = None, tree: TreeShape | None = None):
         self.adapter = adapter.eval()
@@ -305,7 +310,7 @@ class DreamDrafter:
         cfg = DreamConfig(**json.loads((path / CONFIG_FILE).read_text())["adapter"])
         adapter = DreamAdapter(cfg)
         adapter.load_state_dict(load_file(path / WEIGHTS_FILE))
-        return cls(adapter.float(), target, name, keep_ratio, tree)
+        return cls(adapter.to(target.device, target.model.dtype), target, name, keep_ratio, tree)
 
     def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
         path = Path(path)

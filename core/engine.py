@@ -8,8 +8,10 @@ Each round feeds the target the last committed token plus the gamma drafted toke
 with the lossless rule in core/sampling.py, and crops the target's KV cache back to the accepted prefix. With no
 drafter a round is one plain decode step, so autoregressive decoding (the baseline) runs through the same code.
 The image is encoded once per request; drafters that use it read `session.image_features`. Drafters that read
-the target's own states (DREAM) find its last-layer features of every committed position in `session.features`
-and, while `Drafter.start` runs, all layers' states at prefill in `session.prefill_states`.
+the target's own states (DREAM: `reads_target_features = True`) find its last-layer features of every committed
+position in `session.features` and, while `Drafter.start` runs, all layers' states at prefill in
+`session.prefill_states`; for other drafters the target returns no hidden states at all. On a GPU the steps run
+through core/fast_path.py (static caches, CUDA graphs); on CPU they are plain eager calls.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from dataclasses import dataclass, field
 
 import torch
 from PIL import Image
-from transformers import DynamicCache
+from transformers.cache_utils import Cache
 
 from core.drafters import DraftProposal, Drafter
-from core.sampling import SamplingConfig, distribution, sample, verify
-from core.tree import depths, greedy_path, keep_rows, verify_mask
+from core.fast_path import FastPath, key_length
+from core.sampling import SamplingConfig, distribution, match_vocab, sample, verify
+from core.tree import MAX_TREE_TOKENS, depths, greedy_path, keep_rows, verify_mask
 from core.vlm import Request, VisionLanguageModel, decode_positions
 
 MAX_GAMMA = 16
@@ -74,8 +77,11 @@ class Session:
     sampling: SamplingConfig
     generator: torch.Generator
     image_features: object | None
+    fast: FastPath = FastPath()
+    max_length: int = 0  # positions a cache must hold: prompt + new tokens + the largest draft
+    reads_features: bool = False  # whether to collect `features` / `prefill_states` (the drafter reads them)
     generated: list[int] = field(default_factory=list)
-    cache: DynamicCache | None = None
+    cache: Cache | None = None
     rope_delta: int = 0
     features: torch.Tensor | None = None  # [positions, H] target last-layer states, all but the newest token
     prefill_states: tuple[torch.Tensor, ...] | None = None  # every layer's states at prefill; only during start
@@ -117,8 +123,9 @@ class Generation:
 
 
 class SpeculativeEngine:
-    def __init__(self, target: VisionLanguageModel):
+    def __init__(self, target: VisionLanguageModel, fast: FastPath | None = None):
         self.target = target
+        self.fast = FastPath.auto(target.device) if fast is None else fast
 
     @torch.no_grad()
     def stream(
@@ -135,7 +142,7 @@ class SpeculativeEngine:
             raise ValueError(f"gamma must be between 1 and {MAX_GAMMA}, got {gamma}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        session = self.open(image, prompt, sampling, seed)
+        session = self.open(image, prompt, sampling, seed, max_new_tokens, drafter)
         start = time.perf_counter()
         first = self._prefill(session)
         yield Round(0, [], [], [], 0, [first], "prefill", 0.0, time.perf_counter() - start)
@@ -163,15 +170,22 @@ class SpeculativeEngine:
 
     # ------------------------------------------------------------ internals
 
-    def open(self, image, prompt: str, sampling: SamplingConfig, seed: int) -> Session:
+    def open(self, image, prompt: str, sampling: SamplingConfig, seed: int, max_new_tokens: int = 64,
+             drafter: Drafter | None = None) -> Session:
         request = self.target.prepare(image, prompt)
-        generator = torch.Generator().manual_seed(seed)
-        return Session(request, sampling, generator, self.target.encode_image(request))
+        context = self.target.text_config.max_position_embeddings
+        if request.input_ids.shape[1] + max_new_tokens > context:
+            raise ValueError(f"the prompt ({request.input_ids.shape[1]} tokens) plus {max_new_tokens} new tokens exceed "
+                             f"the model's context of {context} tokens")
+        generator = torch.Generator(self.target.device).manual_seed(seed)
+        needed = request.input_ids.shape[1] + max_new_tokens + max(MAX_GAMMA, MAX_TREE_TOKENS) + 1
+        return Session(request, sampling, generator, self.target.encode_image(request), self.fast, needed,
+                       reads_features=getattr(drafter, "reads_target_features", False))
 
     def _prefill(self, session: Session) -> int:
         model = self.target.model
         positions, session.rope_delta = self.target.rope_positions(session.request)
-        session.cache = DynamicCache(config=model.config)
+        session.cache = self.fast.new_cache(model, session.max_length)
         extra = {"mm_encoder_outputs": {"image": session.image_features}} if session.image_features is not None else {}
         out = model(
             input_ids=session.request.input_ids.to(model.device),
@@ -179,30 +193,34 @@ class SpeculativeEngine:
             cache=session.cache,
             use_cache=True,
             logits_to_keep=1,
-            output_hidden_states=True,
+            output_hidden_states=session.reads_features,
             **extra,
         )
-        session.features = out.hidden_states[-1][0]
-        session.prefill_states, session.prefill_positions = out.hidden_states, positions
+        if session.reads_features:
+            session.features = out.hidden_states[-1][0]
+            session.prefill_states, session.prefill_positions = out.hidden_states, positions
         token = sample(distribution(out.logits[0], session.sampling)[0], session.sampling, session.generator)
         session.generated.append(token)
         return token
 
-    def _target_forward(self, session: Session, tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Target logits [n, V] and last-layer states [n, H] for tokens appended after the cached prefix."""
+    def _target_forward(self, session: Session, tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Target logits [n, V] and, when the drafter reads them, last-layer states [n, H] for tokens appended after
+        the cached prefix."""
         model = self.target.model
-        start = session.cache.get_seq_length()
-        out = model(
+        start = int(session.cache.get_seq_length())  # a static cache returns its live counter tensor
+        out = self.fast.step(model)(
             input_ids=torch.tensor([tokens], device=model.device),
             position_ids=decode_positions(start, len(tokens), session.rope_delta).to(model.device),
             cache=session.cache,
             use_cache=True,
-            output_hidden_states=True,
+            output_hidden_states=session.reads_features,
         )
-        return out.logits[0], out.hidden_states[-1][0]
+        return out.logits[0], out.hidden_states[-1][0] if session.reads_features else None
 
-    def _keep_features(self, session: Session, states: torch.Tensor) -> None:
+    def _keep_features(self, session: Session, states: torch.Tensor | None) -> None:
         """Extend session.features to every committed position but the newest (whose state is not computed yet)."""
+        if states is None:
+            return
         wanted = session.request.input_ids.shape[1] + len(session.generated) - 1
         have = len(session.features)
         session.features = torch.cat([session.features, states[: wanted - have]])
@@ -224,7 +242,8 @@ class SpeculativeEngine:
         drafted = proposal.tokens
         logits, states = self._target_forward(session, session.generated[-1:] + drafted)
         p = distribution(logits, session.sampling)
-        accepted, token = verify(drafted, proposal.probs, p, session.sampling, session.generator)
+        q = match_vocab(proposal.probs, p.shape[-1])
+        accepted, token = verify(drafted, q, p, session.sampling, session.generator)
         session.cache.crop(accepted - gamma)  # drop the rejected drafts' keys and values
         emitted = self._commit(session, drafted[:accepted] + [token], max_new_tokens)
         self._keep_features(session, states)
@@ -232,7 +251,7 @@ class SpeculativeEngine:
         return Round(
             index=0,
             drafted=drafted,
-            draft_probs=proposal.probs[rows, drafted].tolist(),
+            draft_probs=q[rows, drafted].tolist(),
             target_probs=p[rows, drafted].tolist(),
             accepted=accepted,
             emitted=emitted,
@@ -246,23 +265,26 @@ class SpeculativeEngine:
         branch the target's greedy choices follow. Trees are drafted for greedy decoding only."""
         model = self.target.model
         tokens, parents = proposal.tokens, proposal.parents
-        start = session.cache.get_seq_length()
+        start = int(session.cache.get_seq_length())  # a static cache returns its live counter tensor
         text = (start + torch.tensor([0, *depths(parents)])).view(1, 1, -1)
         mask = verify_mask(parents, start).to(model.device)
-        out = model(
+        width = key_length(session.cache)
+        if width is not None:  # a static cache shows attention all its slots; the unused ones stay masked
+            mask = torch.nn.functional.pad(mask, (0, width - mask.shape[-1]), value=False)
+        out = self.fast.step(model)(
             input_ids=torch.tensor([session.generated[-1:] + tokens], device=model.device),
             position_ids=torch.cat([text, (text + session.rope_delta).expand(3, 1, -1)]).to(model.device),
             attention_mask={kind: mask for kind in set(self.target.text_config.layer_types)},
             cache=session.cache,
             use_cache=True,
-            output_hidden_states=True,
+            output_hidden_states=session.reads_features,
         )
         p = distribution(out.logits[0], session.sampling)
         path, token = greedy_path(tokens, parents, p.argmax(-1).tolist())
         rows = [0] + [i + 1 for i in path]  # the root and the accepted branch
         keep_rows(session.cache, start, rows)
         emitted = self._commit(session, [tokens[i] for i in path] + [token], max_new_tokens)
-        self._keep_features(session, out.hidden_states[-1][0][rows])
+        self._keep_features(session, out.hidden_states[-1][0][rows] if session.reads_features else None)
         index = torch.arange(len(tokens))
         reached_leaf = bool(path) and all(q != path[-1] for q in parents)
         return Round(

@@ -7,32 +7,22 @@ from __future__ import annotations
 
 import json
 
-from PIL import Image, UnidentifiedImageError
-
 from core.engine import SpeculativeEngine
+from core.limits import check_new_tokens, check_prompt, open_image
 from core.registry import load_drafter, load_target
 from core.sampling import SamplingConfig
 
 
-def open_image(path: str | None) -> Image.Image | None:
-    if path is None:
-        return None
-    try:
-        with Image.open(path) as image:
-            image.load()
-            return image.convert("RGB")
-    except FileNotFoundError:
-        raise ValueError(f"image not found: {path}") from None
-    except (UnidentifiedImageError, OSError) as exc:
-        raise ValueError(f"not a readable image: {path} ({exc})") from None
-
-
 def run(args) -> None:
+    # Everything the user typed is checked before a model loads, so bad input is refused at once.
+    prompt = check_prompt(args.prompt)
+    image = None if args.image is None else open_image(args.image)
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)
     target = load_target(args.model)
+    check_new_tokens(args.max_new_tokens, target.text_config.max_position_embeddings)
     drafter = load_drafter(args.drafter, args.model)
     out = SpeculativeEngine(target).generate(
-        open_image(args.image), args.prompt, drafter,
+        image, prompt, drafter,
         gamma=args.gamma, sampling=sampling, max_new_tokens=args.max_new_tokens, seed=args.seed,
     )
     if args.json:

@@ -21,6 +21,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from core.drafters import CachedPrefix, TextDraftRun
+from core.loading import LoadOptions
 
 PROJECTOR_FILE = "projector.safetensors"
 MASSV_CONFIG = "massv_config.json"
@@ -59,13 +60,14 @@ class MassvDrafter:
         return cls(lm, Projector(vision_width, lm.config.hidden_size), name)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, name: str = "massv", dtype: torch.dtype = torch.float32) -> MassvDrafter:
+    def from_pretrained(cls, path: str | Path, name: str = "massv", load: LoadOptions = LoadOptions()) -> MassvDrafter:
+        """A directory written by save_pretrained (the LM is a normal HF model, the projector beside it)."""
         path = Path(path)
         config = json.loads((path / MASSV_CONFIG).read_text())
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        lm = AutoModelForCausalLM.from_pretrained(path, **load.kwargs())
         projector = Projector(config["vision_width"], lm.config.hidden_size)
         projector.load_state_dict(load_file(path / PROJECTOR_FILE))
-        return cls(lm, projector.to(dtype), name)
+        return cls(lm, projector.to(lm.device, lm.dtype), name)
 
     def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
         path = Path(path)
@@ -81,7 +83,7 @@ class MassvDrafter:
         """Prefill the prompt (image features included) once; later tokens go through the plain token path."""
         request = session.request
         ids = request.input_ids.to(self.model.device)
-        prefix = CachedPrefix(self.model)
+        prefix = CachedPrefix(self.model, session)
         embeds = multimodal_embeds(self.model, self.projector, ids[:, :-1], request.image_mask[:-1].unsqueeze(0),
                                    visual_features(session.image_features))
         self.model(inputs_embeds=embeds, cache=prefix.cache, use_cache=True)

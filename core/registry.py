@@ -1,10 +1,12 @@
-"""Models by name: the embedded default and the drafters that go with a target, loaded once and cached.
+"""Loading models by name: a target VLM preset (core/presets.py) or local directory, and its drafters, each loaded
+once and cached.
 
     from core.registry import load_target, load_drafter
     target = load_target("embedded"); drafter = load_drafter("text")
     dream = load_drafter("dream:keep=0.5,tree=4x32")      # options after a colon, for the drafters that take them
+    mine = load_drafter("massv:weights=runs/massv", "path/to/target")   # any drafter kind, weights from a directory
 
-A target name not in the table is taken as a local directory holding a normal Hugging Face model.
+A drafter name is one of the target preset's drafters, or a drafter kind (text, massv, dream) with `weights=`.
 """
 
 from __future__ import annotations
@@ -15,54 +17,38 @@ from pathlib import Path
 
 from core.dream import DreamDrafter
 from core.drafters import Drafter, TextDrafter
-from core.embedded import EMBEDDED_PATHS
 from core.massv import MassvDrafter
+from core.loading import LoadOptions, presets_only
+from core.presets import EMBEDDED, VLM_PRESETS, DrafterSource, vlm_preset
 from core.tree import TreeShape
 from core.vlm import VisionLanguageModel
 
-TARGETS = {"embedded": EMBEDDED_PATHS["target"]}
 
-
-def _dream(target: VisionLanguageModel, name: str, keep: str | None = None, tree: str | None = None,
-           weights: str | None = None) -> Drafter:
-    return DreamDrafter.from_pretrained(weights or EMBEDDED_PATHS["dream"], target, name,
-                                        keep_ratio=None if keep is None else float(keep),
+def _dream(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, keep: str | None = None,
+           tree: str | None = None) -> Drafter:
+    return DreamDrafter.from_pretrained(weights, target, name, keep_ratio=None if keep is None else float(keep),
                                         tree=None if tree in (None, "chain") else TreeShape.parse(tree))
 
 
-# name -> loader(target, display name, **options) for the embedded target's drafters
-DRAFTERS: dict[str, Callable[..., Drafter]] = {
-    "text": lambda target, name: TextDrafter.from_pretrained(EMBEDDED_PATHS["text"], name),
-    "massv-phase1": lambda target, name: MassvDrafter.from_pretrained(EMBEDDED_PATHS["massv-phase1"], name),
-    "massv": lambda target, name: MassvDrafter.from_pretrained(EMBEDDED_PATHS["massv"], name),
+# kind -> loader(target, weights, display name, load options, **options)
+DRAFTER_KINDS: dict[str, Callable[..., Drafter]] = {
+    "text": lambda target, weights, name, load: TextDrafter.from_pretrained(weights, name, load),
+    "massv": lambda target, weights, name, load: MassvDrafter.from_pretrained(weights, name, load),
     "dream": _dream,
 }
+# The embedded target's drafters by name (what the app and the benchmarks offer by default).
+DRAFTERS: dict[str, DrafterSource] = VLM_PRESETS[EMBEDDED].drafters
 NO_DRAFTER = "none"
-
-
-def resolve(name_or_path: str, table: dict, kind: str = "model") -> Path:
-    """A name from `table`, or a local directory holding a Hugging Face model."""
-    if name_or_path in table:
-        return Path(table[name_or_path])
-    path = Path(name_or_path)
-    if not (path / "config.json").is_file():
-        raise ValueError(f"unknown {kind} {name_or_path!r}: not one of {sorted(table)} and not a model directory")
-    return path
+LOCAL_KINDS = ("massv", "dream")  # trained by this project, so never on the hub: weights are a local directory
 
 
 @lru_cache(maxsize=4)
-def load_target(name_or_path: str = "embedded") -> VisionLanguageModel:
-    return VisionLanguageModel.from_pretrained(resolve(name_or_path, TARGETS))
-
-
-@lru_cache(maxsize=16)
-def _load_drafter(spec: str, target_name: str) -> Drafter:
-    name, _, options = spec.partition(":")
-    kwargs = dict(option.split("=", 1) for option in options.split(",") if option)
+def load_target(name_or_path: str = EMBEDDED) -> VisionLanguageModel:
+    preset = vlm_preset(name_or_path)
     try:
-        return DRAFTERS[name](load_target(target_name), spec, **kwargs)
-    except TypeError:
-        raise ValueError(f"drafter {name!r} does not take the options {sorted(kwargs)}") from None
+        return VisionLanguageModel.from_pretrained(preset.target, preset.load)
+    except OSError as exc:  # a hub model that is neither cached nor downloadable, or a broken directory
+        raise ValueError(f"cannot load {name_or_path!r}: {exc}".splitlines()[0]) from None
 
 
 def split_drafters(specs: str) -> list[str]:
@@ -77,16 +63,47 @@ def split_drafters(specs: str) -> list[str]:
     return out
 
 
-def load_drafter(spec: str, target_name: str = "embedded") -> Drafter | None:
+def parse_spec(spec: str, target_name: str = EMBEDDED) -> tuple[DrafterSource, dict[str, str]]:
+    """The drafter source a spec names and its options, or ValueError saying what is wrong."""
+    name, _, options = spec.partition(":")
+    if any("=" not in option for option in options.split(",") if option):
+        raise ValueError(f"drafter options look like key=value,key=value; got {options!r}")
+    kwargs = dict(option.split("=", 1) for option in options.split(",") if option)
+    drafters = vlm_preset(target_name).drafters
+    weights = kwargs.pop("weights", None)
+    if weights is not None and presets_only():
+        raise ValueError("this server loads drafters only from its presets (weights= is turned off)")
+    if name in drafters:
+        source = drafters[name]
+    elif name in DRAFTER_KINDS and weights is not None:
+        source = DrafterSource(name, weights)
+    else:
+        raise ValueError(f"unknown drafter {name!r}; choose from {[NO_DRAFTER, *drafters]}, or a kind "
+                         f"({', '.join(DRAFTER_KINDS)}) with weights=DIR")
+    return DrafterSource(source.kind, weights or source.weights, source.note), kwargs
+
+
+@lru_cache(maxsize=16)
+def _load_drafter(spec: str, target_name: str) -> Drafter:
+    source, kwargs = parse_spec(spec, target_name)
+    target = load_target(target_name)
+    load = vlm_preset(target_name).load
+    try:
+        return DRAFTER_KINDS[source.kind](target, source.weights, spec, load, **kwargs)
+    except TypeError:
+        raise ValueError(f"drafter {spec.partition(':')[0]!r} does not take the options {sorted(kwargs)}") from None
+
+
+def load_drafter(spec: str, target_name: str = EMBEDDED) -> Drafter | None:
     """`spec` is a drafter name, optionally with options: "dream:keep=0.5,tree=4x32,weights=DIR"."""
     if spec == NO_DRAFTER:
         return None
-    name, _, options = spec.partition(":")
-    if name not in DRAFTERS:
-        raise ValueError(f"unknown drafter {name!r}; choose from {[NO_DRAFTER, *DRAFTERS]}")
-    if any("=" not in option for option in options.split(",") if option):
-        raise ValueError(f"drafter options look like key=value,key=value; got {options!r}")
+    source, _ = parse_spec(spec, target_name)  # bad names and options fail before any loading
+    if source.kind in LOCAL_KINDS and not Path(source.weights).is_dir():
+        raise ValueError(f"the {spec.partition(':')[0]!r} drafter has no trained weights here ({source.weights}); "
+                         f"`python -m core train {source.kind} --target {target_name}` makes them")
     try:
         return _load_drafter(spec, target_name)
     except OSError as exc:  # transformers' message for a missing directory talks about hub repo ids
+        name = spec.partition(":")[0]
         raise ValueError(f"the {name!r} drafter has no trained weights here ({exc.__class__.__name__})") from None

@@ -59,6 +59,14 @@ def sample(probs: torch.Tensor, cfg: SamplingConfig, generator: torch.Generator)
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
+def match_vocab(q: torch.Tensor, size: int) -> torch.Tensor:
+    """A drafter's [n, V'] distributions over the target's V ids. Qwen2.5-1.5B has 151936 rows, Qwen2.5-VL-7B 152064:
+    the ids only the target has get draft probability 0; ids only the drafter has are padding no tokenizer emits."""
+    if q.shape[-1] < size:
+        return torch.nn.functional.pad(q, (0, size - q.shape[-1]))
+    return q[..., :size]
+
+
 def verify(
     drafted: list[int], q: torch.Tensor, p: torch.Tensor, cfg: SamplingConfig, generator: torch.Generator
 ) -> tuple[int, int]:
@@ -69,10 +77,10 @@ def verify(
         target = p.argmax(-1).tolist()
         n = next((i for i in range(gamma) if drafted[i] != target[i]), gamma)
         return n, target[n]
-    idx = torch.tensor(drafted)
-    rows = torch.arange(gamma)
+    idx = torch.tensor(drafted, device=p.device)
+    rows = torch.arange(gamma, device=p.device)
     ratio = p[rows, idx] / q[rows, idx]  # q[x] > 0: x was drawn from q
-    uniform = torch.rand(gamma, generator=generator)
+    uniform = torch.rand(gamma, generator=generator, device=p.device)
     rejected = (uniform >= ratio).nonzero()
     if len(rejected) == 0:
         return gamma, sample(p[gamma], cfg, generator)

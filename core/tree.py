@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache
+
+
+MAX_TREE_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,8 @@ class TreeShape:
     def __post_init__(self):
         if not 1 <= self.top_k <= 8:
             raise ValueError(f"tree top_k must be between 1 and 8, got {self.top_k}")
-        if not 1 <= self.total <= 64:
-            raise ValueError(f"tree total tokens must be between 1 and 64, got {self.total}")
+        if not 1 <= self.total <= MAX_TREE_TOKENS:
+            raise ValueError(f"tree total tokens must be between 1 and {MAX_TREE_TOKENS}, got {self.total}")
 
     @classmethod
     def parse(cls, spec: str) -> TreeShape:
@@ -81,10 +84,11 @@ def greedy_path(tokens: list[int], parents: list[int], argmax: list[int]) -> tup
         node, row = child, child + 1
 
 
-def keep_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
-    """Keep the first `start` cached positions plus `rows` (offsets after start), in that order."""
-    index = torch.tensor(rows, dtype=torch.long)
+def keep_rows(cache: Cache, start: int, rows: list[int]) -> None:
+    """Keep the first `start` cached positions plus `rows` (offsets after start), in that order. The kept rows are
+    written in place and the rest cropped, so a static cache keeps its addresses (core/fast_path.py)."""
+    index = torch.tensor(rows, dtype=torch.long) + start
     for layer in cache.layers:
-        keys, values = layer.keys, layer.values
-        layer.keys = torch.cat([keys[:, :, :start], keys[:, :, start + index.to(keys.device)]], dim=2)
-        layer.values = torch.cat([values[:, :, :start], values[:, :, start + index.to(values.device)]], dim=2)
+        for states in (layer.keys, layer.values):
+            states[:, :, start:start + len(rows)] = states[:, :, index.to(states.device)]
+    cache.crop(start + len(rows) - int(cache.get_seq_length()))

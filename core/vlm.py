@@ -28,6 +28,8 @@ from transformers import (
     Qwen2VLImageProcessorPil,
 )
 
+from core.loading import LoadOptions
+
 
 @dataclass(frozen=True)
 class VLMFamily:
@@ -77,14 +79,15 @@ class VisionLanguageModel:
         self.eos_token_ids = _eos_ids(model, tokenizer)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, **kwargs) -> VisionLanguageModel:
-        config = AutoConfig.from_pretrained(path)
+    def from_pretrained(cls, path: str | Path, load: LoadOptions = LoadOptions(), **kwargs) -> VisionLanguageModel:
+        """A local directory or a hub repo id; `load` says dtype, device_map and quantization (core/presets.py)."""
+        config = AutoConfig.from_pretrained(path, **load.file_kwargs())
         family = VLM_FAMILIES.get(config.model_type)
         if family is None:
             raise ValueError(f"{path}: unsupported VLM type {config.model_type!r}; supported: {sorted(VLM_FAMILIES)}")
-        model = family.model_class.from_pretrained(path, dtype=dtype, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        image_processor = family.image_processor_class.from_pretrained(path)
+        model = family.model_class.from_pretrained(path, **load.kwargs() | kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, **load.file_kwargs())
+        image_processor = family.image_processor_class.from_pretrained(path, **load.file_kwargs())
         return cls(model, tokenizer, image_processor)
 
     @property
@@ -149,7 +152,8 @@ def last_layer_attention(vlm: VisionLanguageModel, hidden_states: tuple[torch.Te
     k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
     scores = (q @ k.transpose(-1, -2)).float() * attn.scaling
     length = scores.shape[-1]
-    scores = scores.masked_fill(torch.ones(length, length, dtype=torch.bool).triu(1), float("-inf"))
+    scores = scores.masked_fill(torch.ones(length, length, dtype=torch.bool, device=scores.device).triu(1),
+                                float("-inf"))
     return scores.softmax(-1).mean(1)[0]
 
 

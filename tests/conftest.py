@@ -100,6 +100,31 @@ def app_url():
 
 
 @pytest.fixture(scope="session")
+def client(app_url):
+    """A gradio_client Client of the in-process app."""
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+@pytest.fixture(scope="session")
+def raw_call(app_url):
+    """call(api, data) -> the event stream's text, over plain HTTP: gradio_client sends strict JSON, this can send
+    NaN (json.dumps writes it), as any HTTP client can."""
+    import json
+
+    import httpx
+
+    def call(api: str, data: list) -> str:
+        with httpx.Client(base_url=app_url, timeout=300) as http:
+            event_id = http.post(f"gradio_api/call/{api}", content=json.dumps({"data": data}),
+                                 headers={"content-type": "application/json"}).json()["event_id"]
+            return http.get(f"gradio_api/call/{api}/{event_id}").text
+
+    return call
+
+
+@pytest.fixture(scope="session")
 def world_png(tmp_path_factory):
     """A held-out world sample saved as PNG (lossless, so the app sees exactly these pixels), and its prompt."""
     from core import world

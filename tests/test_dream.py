@@ -18,7 +18,7 @@ from core.vlm import VisionLanguageModel, last_layer_attention
 
 def _started(engine, drafter, sample, rounds: int = 0, gamma: int = 4):
     """A greedy session prefilled, its drafter started, then `rounds` speculative rounds of gamma drafts."""
-    session = engine.open(sample.image, sample.prompt, SamplingConfig(), seed=0)
+    session = engine.open(sample.image, sample.prompt, SamplingConfig(), seed=0, drafter=drafter)
     engine._prefill(session)
     run = drafter.start(session)
     for _ in range(rounds):
@@ -59,7 +59,7 @@ def test_cache_rollback_is_exact(tiny_target, tiny_dream):
     s = world.sample("heldout", 6)
     session, run = _started(engine, tiny_dream, s, rounds=5)
     session.prefill_states = None
-    again = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
+    again = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=tiny_dream)
     engine._prefill(again)
     fresh = tiny_dream.start(again)
     incremental = run.propose(session, 4)

@@ -22,6 +22,9 @@ from ui.style import CSS
 
 # Each tab module has TITLE and build().
 TABS = (spec_tab, race_tab, reap_tab, about_tab)
+# Gradio refuses bigger uploads before they reach disk; core.limits.MAX_PIXELS caps what is decoded. A 40-megapixel
+# JPEG is 10-20 MB.
+MAX_UPLOAD = "25mb"
 
 
 def add_tabs(tabs=TABS) -> None:
@@ -32,8 +35,10 @@ def add_tabs(tabs=TABS) -> None:
 
 def build() -> gr.Blocks:
     with gr.Blocks(title="Speculum") as demo:
-        gr.Markdown("# Speculum\nWatch a vision-language model decode speculatively, token by token, and race "
-                    "its drafters. Runs on tiny embedded models trained on a synthetic world (see About).")
+        gr.Markdown("# Speculum\nWatch a vision-language model decode speculatively, token by token, race its "
+                    "drafters (text-only, MASSV, DREAM), and prune a mixture-of-experts model with REAP. Runs on tiny "
+                    "embedded models trained on a synthetic world (see About); hub presets load where the hub is "
+                    "reachable.")
         add_tabs()
     return demo.queue(default_concurrency_limit=int(os.environ.get("SPECULUM_CONCURRENCY", 1)), max_size=64)
 
@@ -53,5 +58,5 @@ def warm_up() -> None:
 def launch(**kwargs) -> gr.Blocks:
     warm_up()
     demo = build()
-    demo.launch(css=CSS, **kwargs)
+    demo.launch(css=CSS, **{"max_file_size": MAX_UPLOAD} | kwargs)
     return demo

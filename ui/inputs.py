@@ -10,26 +10,36 @@ import math
 from contextlib import contextmanager
 
 import gradio as gr
-from PIL import UnidentifiedImageError
+from safetensors import SafetensorError
 
+from core.limits import UnreadableImage, check_size, open_image, to_rgb
 from core.sampling import SamplingConfig
 
-MAX_PROMPT_CHARS = 2000
 MAX_NEW_TOKENS = 256
 
 
 def image_input(**kwargs) -> gr.Image:
-    """A gr.Image whose unreadable uploads (a text file renamed .png, a truncated file) raise a clear gr.Error
-    instead of Gradio's generic processing failure. The instance's preprocess is wrapped rather than gr.Image
-    subclassed, because Gradio writes a .pyi stub beside every module that subclasses a component."""
+    """A gr.Image that reads uploads with core.limits.open_image: an image over the pixel cap is refused from its
+    header before decoding, any mode arrives as RGB (an animated GIF as its first frame), and an unreadable file
+    (a text file renamed .png, a truncated one) is a clear gr.Error instead of Gradio's generic processing failure.
+    The instance's preprocess is wrapped rather than gr.Image subclassed, because Gradio writes a .pyi stub beside
+    every module that subclasses a component."""
     image = gr.Image(**kwargs)
     plain = image.preprocess
 
     def preprocess(payload):
         try:
-            return plain(payload)
-        except (UnidentifiedImageError, OSError, ValueError):
-            raise gr.Error("That file is not an image this app can read; upload a PNG, JPEG or WebP.") from None
+            if payload is not None and payload.path:
+                return open_image(payload.path, payload.orig_name or "the upload")
+            decoded = plain(payload)  # no image, or a data: URL from an API client
+            if decoded is None:
+                return None
+            check_size(*decoded.size)
+            return to_rgb(decoded)
+        except UnreadableImage:
+            raise gr.Error("That file is not an image this app can read; upload a PNG, JPEG, WebP or GIF.") from None
+        except ValueError as exc:
+            raise gr.Error(str(exc)) from None
 
     image.preprocess = preprocess
     return image
@@ -44,6 +54,16 @@ def user_errors():
         raise gr.Error(str(exc)) from None
 
 
+@contextmanager
+def loading(what: str):
+    """A model whose files are missing or corrupt (OSError, or safetensors' own error for a damaged file) is a
+    ValueError naming it, so the user reads why and the app keeps serving."""
+    try:
+        yield
+    except (OSError, SafetensorError) as exc:
+        raise ValueError(f"cannot load {what}: {str(exc).strip().splitlines()[0]}") from None
+
+
 def whole(value, name: str) -> int:
     if value is None or not math.isfinite(float(value)) or float(value) != int(float(value)):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
@@ -56,14 +76,6 @@ def drafter_spec(name: str, keep_ratio=0.75, mode: str = "chain", top_k=4, total
         return name
     tree = f"{whole(top_k, 'tree top-k')}x{whole(total, 'tree total tokens')}" if mode == "tree" else "chain"
     return f"dream:keep={float(keep_ratio)},tree={tree}"
-
-
-def prompt_text(prompt: str | None) -> str:
-    if not prompt or not prompt.strip():
-        raise ValueError("The prompt is empty: type a question or pick a task preset.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
-    return prompt.strip()
 
 
 def sampling(temperature, top_p) -> SamplingConfig:

@@ -1,46 +1,61 @@
-"""Which models the app offers: the embedded target, hub presets (listed, disabled with a reason), and every
-drafter in core.registry, with errors a user can act on when one cannot be loaded.
+"""Which models the app offers: the presets of core/presets.py (a hub preset is listed and, when it cannot load
+here, disabled with the reason) and the chosen target's drafters, with errors a user can act on.
 
     python -m ui.models        # prints the model and drafter choices as the app will show them
 """
 
 from __future__ import annotations
 
-import os
+from functools import lru_cache
+from pathlib import Path
 
-from core.embedded import EMBEDDED_PATHS
+from core.presets import EMBEDDED, MOE_PRESETS, VLM_PRESETS, Availability, availability, hub_reachable
 from core.registry import DRAFTERS, NO_DRAFTER, load_target
 
-EMBEDDED = "embedded"
-HUB_PRESETS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct")
-DRAFTER_NOTES = {
-    NO_DRAFTER: "plain decoding (AR)",
-    "text": "text-only Qwen2 drafter",
-    "massv-phase1": "MASSV, projector alignment only",
-    "massv": "MASSV (text drafter + projector on the target's vision features)",
-    "dream": "DREAM (cross-attention adapter on the target's features, 75 % of visual tokens)",
-}
+DRAFTER_NOTES = {NO_DRAFTER: "plain decoding (AR)"} | {name: source.note for name, source in DRAFTERS.items()}
 
 
-def hub_unavailable_reason() -> str:
-    """Why hub presets are listed but disabled. No network probe: core.registry cannot load hub models yet, so
-    reaching the hub would change nothing."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-        return "HF_HUB_OFFLINE is set on this server"
-    return "core.registry loads only the embedded target and local model directories for now"
+@lru_cache(maxsize=1)
+def _hub_reachable() -> bool:
+    return hub_reachable()  # probed once per server: a Space's network does not come and go
+
+
+def _availability(name: str, table: dict) -> Availability:
+    preset = table[name]
+    model = getattr(preset, "target", None) or preset.model
+    return availability(name, model, preset.hub, preset.load.cache_dir, preset.hub and _hub_reachable())
+
+
+def _choices(table: dict) -> list[tuple[str, str]]:
+    out = []
+    for name, preset in table.items():
+        a = _availability(name, table)
+        label = f"{name} ({preset.note})" if a.usable else f"{name} (disabled: {a.reason})"
+        out.append((label, name))
+    return out
 
 
 def model_choices() -> list[tuple[str, str]]:
-    reason = hub_unavailable_reason()
-    return [("embedded (Qwen2.5-VL architecture, 7.8M params)", EMBEDDED)] + [
-        (f"{repo} (disabled: {reason})", repo) for repo in HUB_PRESETS
-    ]
+    return _choices(VLM_PRESETS)
+
+
+def moe_choices() -> list[tuple[str, str]]:
+    return _choices(MOE_PRESETS)
+
+
+def check_offered(name: str, table: dict, kind: str = "model") -> None:
+    """Only what the app lists may load from the UI (no directory paths from visitors), and only if usable."""
+    if name not in table:
+        raise ValueError(f"unknown {kind} {name!r}; choose one of {list(table)}")
+    a = _availability(name, table)
+    if not a.usable:
+        raise ValueError(f"{name} is disabled: {a.reason}.")
 
 
 def has_weights(drafter: str) -> bool:
     """False only for an embedded drafter whose directory is not there yet (still being trained)."""
-    path = EMBEDDED_PATHS.get(drafter)
-    return path is None or any(path.glob("*.safetensors"))
+    source = DRAFTERS.get(drafter)
+    return source is None or any(Path(source.weights).glob("*.safetensors"))
 
 
 def drafter_choices() -> list[tuple[str, str]]:
@@ -55,11 +70,11 @@ def default_drafter() -> str:
 
 
 def target(name: str):
-    if name in HUB_PRESETS:
-        raise ValueError(f"{name} is disabled: {hub_unavailable_reason()}.")
+    check_offered(name, VLM_PRESETS)
     return load_target(name)
 
 
 if __name__ == "__main__":
     print("models:", *model_choices(), sep="\n  ")
+    print("MoE models:", *moe_choices(), sep="\n  ")
     print("drafters:", *drafter_choices(), sep="\n  ")

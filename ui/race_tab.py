@@ -9,11 +9,12 @@ import html
 import gradio as gr
 
 from core.engine import MAX_GAMMA, SpeculativeEngine
+from core.limits import check_prompt
 from core.registry import DRAFTERS, load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.examples import TASK_PROMPTS, world_examples
-from ui.inputs import image_input, user_errors, whole
+from ui.inputs import image_input, loading, user_errors, whole
 from ui.race import Lane, race
 from ui.render import LEGEND, tokens_html
 from ui.stats import RunStats
@@ -66,7 +67,7 @@ def _verdict(lanes: list[Lane]) -> str:
 @gpu
 def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progress()):
     with user_errors():
-        prompt = inputs.prompt_text(prompt)
+        prompt = check_prompt(prompt)
         gamma, max_new_tokens = whole(gamma, "γ"), whole(max_new_tokens, "max tokens")
         progress(0, desc="loading models")
         target = models.target(models.EMBEDDED)
@@ -79,7 +80,8 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
         lanes = [Lane(AR, stream(None))]
         for name in drafters or []:
             try:
-                lanes.append(Lane(name, stream(load_drafter(name))))
+                with loading(f"the {name!r} drafter"):
+                    lanes.append(Lane(name, stream(load_drafter(name))))
             except ValueError as exc:
                 lanes.append(Lane(name, None, error=str(exc)))
         for lanes in race(lanes):

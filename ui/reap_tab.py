@@ -14,7 +14,9 @@ from pathlib import Path
 import gradio as gr
 
 from core.reap import data
-from core.reap.lab import ALL_METHODS, MODELS, PruneView, Sample, lab_for, model_info
+from core.presets import EMBEDDED, MOE_PRESETS
+from core.reap.lab import ALL_METHODS, PruneView, Sample, lab_for, model_info
+from ui import models
 from ui.inputs import user_errors
 from ui.reap_charts import curve_figure, heatmaps, placeholder, subspace_figure
 
@@ -38,11 +40,6 @@ INTRO = ("Scores are computed once per model and calibration set (seconds, with 
          "the slider then re-prunes from them. Quality is measured on a small held-out set per domain.")
 
 
-def _model_label(name: str) -> str:
-    info = model_info(name)
-    return f"{name} ({info.layers} layers x {info.experts} experts, top-{info.top_k})"
-
-
 def _summary(view: PruneView) -> str:
     gone = "merged away" if any(view.merged_into) else "removed"
     timing = "from the cache" if view.quality_cached else "measured"
@@ -62,6 +59,7 @@ def _sample_rows(samples: list[Sample]) -> list[list]:
 
 def explore(model, calibration, method, ratio, progress=gr.Progress()):
     with user_errors():
+        models.check_offered(model, MOE_PRESETS, "MoE model")
         progress(0, desc="loading the model")
         lab = lab_for(model)
 
@@ -75,22 +73,33 @@ def explore(model, calibration, method, ratio, progress=gr.Progress()):
 
 def export(model, calibration, method, ratio, progress=gr.Progress()):
     with user_errors():
+        models.check_offered(model, MOE_PRESETS, "MoE model")
         progress(0, desc="writing the checkpoint")
         return str(lab_for(model).export(calibration, method, ratio, EXPORT_DIR))
 
 
+def _ratio_slider(model: str) -> dict:
+    """The slider's range and step for a model: whole experts, never fewer left than its top-k."""
+    info = model_info(model)
+    return dict(maximum=info.max_ratio, step=1 / info.experts,
+                info=f"share of each layer's {info.experts} experts removed; recomputes on release")
+
+
+def resize_ratio(model):
+    with user_errors():
+        models.check_offered(model, MOE_PRESETS, "MoE model")
+        return gr.Slider(**_ratio_slider(model))
+
+
 def build() -> None:
-    info = model_info(next(iter(MODELS)))
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            model = gr.Dropdown([(_model_label(name), name) for name in MODELS], value=next(iter(MODELS)),
-                                label="MoE model", info="the embedded model (see About); no hub presets yet")
+            model = gr.Dropdown(models.moe_choices(), value=EMBEDDED, label="MoE model",
+                                info="hub presets load when the hub (or a local copy) is reachable; see About")
             calibration = gr.Radio([(CALIBRATION_LABELS[c], c) for c in data.CALIBRATIONS], value="mixed",
                                    label="Calibration data")
             method = gr.Dropdown([(METHOD_LABELS[m], m) for m in ALL_METHODS], value="reap", label="Method")
-            ratio = gr.Slider(0, info.max_ratio, value=0.5, step=1 / info.experts, label="Pruning ratio",
-                              info=f"share of each layer's {info.experts} experts removed; recomputes on release",
-                              elem_id="reap-ratio")
+            ratio = gr.Slider(0, value=0.5, label="Pruning ratio", elem_id="reap-ratio", **_ratio_slider(EMBEDDED))
             run = gr.Button("Score & prune", variant="primary")
             summary = gr.Markdown(INTRO, elem_id="reap-summary")
         with gr.Column(scale=3):
@@ -110,4 +119,5 @@ def build() -> None:
     gr.on([run.click, ratio.release, method.change, calibration.change], explore, settings,
           [summary, heatmap, quality, curve, subspace, samples], api_name="reap", concurrency_id="reap",
           trigger_mode="always_last")
+    model.change(resize_ratio, model, ratio, api_name=False)
     build_zip.click(export, settings, checkpoint, api_name="reap_export", concurrency_id="reap")

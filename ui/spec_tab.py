@@ -8,12 +8,13 @@ import time
 import gradio as gr
 
 from core.engine import MAX_GAMMA, SpeculativeEngine
+from core.limits import check_prompt
 from core.registry import load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
 from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
-from ui.inputs import image_input, user_errors, whole
+from ui.inputs import image_input, loading, user_errors, whole
 from ui.render import LABELS, tokens_html
 from ui.stats import RunStats, cards_html
 from ui.zerogpu import gpu
@@ -23,6 +24,9 @@ TITLE = "Speculative decoding"
 # once at the end) while tokens and stats update every round.
 PLOT_EVERY_S = 1.0
 LOG_HEADERS = ["round", "ended with", "drafted", "accepted", "emitted", "draft ms", "verify ms"]
+# The engine streams being decoded now. A request that is cancelled or whose client goes away leaves this set at
+# once (Gradio closes the generator, so its `finally` runs): tests/test_faults.py watches it.
+DECODING: set[int] = set()
 
 
 def _log_row(r, decode) -> list:
@@ -34,42 +38,54 @@ def _log_row(r, decode) -> list:
 def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p, seed, max_new_tokens,
              keep_ratio=0.75, drafting="chain", tree_top_k=4, tree_total=16, progress=gr.Progress()):
     with user_errors():
-        prompt = inputs.prompt_text(prompt)
+        prompt = check_prompt(prompt)
         sampling = inputs.sampling(temperature, top_p)
         gamma, seed, max_new_tokens = whole(gamma, "γ"), whole(seed, "seed"), whole(max_new_tokens, "max tokens")
         progress(0, desc="loading models")
-        target = models.target(model_name)
-        drafter = load_drafter(inputs.drafter_spec(drafter_name, keep_ratio, drafting, tree_top_k, tree_total),
-                               model_name)
+        with loading(f"the target {model_name!r}"):
+            target = models.target(model_name)
+        with loading(f"the {drafter_name!r} drafter"):
+            drafter = load_drafter(inputs.drafter_spec(drafter_name, keep_ratio, drafting, tree_top_k, tree_total),
+                                   model_name)
         stream = SpeculativeEngine(target).stream(image, prompt, drafter, gamma=gamma, sampling=sampling,
                                                   max_new_tokens=max_new_tokens, seed=seed)
-        decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
-        rounds, log, seconds, first, plotted = [], [], 0.0, None, time.perf_counter()
-        while True:
-            start = time.perf_counter()  # the engine's own time: rendering below is not counted
-            r = next(stream, None)
-            seconds += time.perf_counter() - start
-            if r is None:
-                break
-            rounds.append(r)
-            log.append(_log_row(r, decode))
-            first = first or seconds
-            stats = RunStats.of(rounds, seconds, first)
-            progress((stats.tokens, max_new_tokens), desc="decoding", unit="tokens")
-            if drafter is None:
-                ar, note = stats.tokens_per_second, "Plain decoding: this run is the AR reference (1.00x)."
-            else:
-                ar = AR_REFERENCE.tokens_per_second()
-                note = (f"Speedup vs AR divides by this server's plain-decoding speed ({ar:.1f} tokens/s over its "
-                        "recent AR runs); the Drafter race tab times both on the same request.") if ar else ""
-            plot = gr.skip()
-            if time.perf_counter() - plotted > PLOT_EVERY_S:
-                plot, plotted = figure(rounds, stats), time.perf_counter()
-            yield (tokens_html(rounds, decode), cards_html(stats, ar, note), plot, log,
-                   target.tokenizer.decode([t for x in rounds for t in x.emitted], skip_special_tokens=True).strip())
-        yield gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip()
+        DECODING.add(id(stream))
+        try:
+            yield from _rounds(stream, target, drafter, max_new_tokens, progress)
+        finally:
+            stream.close()  # frees the KV cache now, not whenever the garbage collector gets to it
+            DECODING.discard(id(stream))
+
+
+def _rounds(stream, target, drafter, max_new_tokens, progress):
+    """The tab's outputs after each round of `stream`, then the final chart."""
+    decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
+    rounds, log, seconds, first, plotted = [], [], 0.0, None, time.perf_counter()
+    while True:
+        start = time.perf_counter()  # the engine's own time: rendering below is not counted
+        r = next(stream, None)
+        seconds += time.perf_counter() - start
+        if r is None:
+            break
+        rounds.append(r)
+        log.append(_log_row(r, decode))
+        first = first or seconds
+        stats = RunStats.of(rounds, seconds, first)
+        progress((stats.tokens, max_new_tokens), desc="decoding", unit="tokens")
         if drafter is None:
-            AR_REFERENCE.record(seconds, stats.tokens)
+            ar, note = stats.tokens_per_second, "Plain decoding: this run is the AR reference (1.00x)."
+        else:
+            ar = AR_REFERENCE.tokens_per_second()
+            note = (f"Speedup vs AR divides by this server's plain-decoding speed ({ar:.1f} tokens/s over its "
+                    "recent AR runs); the Drafter race tab times both on the same request.") if ar else ""
+        plot = gr.skip()
+        if time.perf_counter() - plotted > PLOT_EVERY_S:
+            plot, plotted = figure(rounds, stats), time.perf_counter()
+        yield (tokens_html(rounds, decode), cards_html(stats, ar, note), plot, log,
+               target.tokenizer.decode([t for x in rounds for t in x.emitted], skip_special_tokens=True).strip())
+    yield gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip()
+    if drafter is None:
+        AR_REFERENCE.record(seconds, stats.tokens)
 
 
 def build() -> None:

@@ -35,15 +35,14 @@ from transformers import AutoConfig
 from core.reap import data
 from core.reap.adapters import ADAPTERS, num_groups
 from core.reap.bench import QUALITY as BENCH_QUALITY
-from core.reap.embedded_moe import MOE_PATH
 from core.reap.merge import MERGE_METHODS, expert_groups, merge_experts
 from core.reap.prune import atomic_save, experts_to_keep, recipe_for, save_reduced, slice_experts
 from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
 from core.reap.scores import METHODS, ScoreConfig, load_model, load_scores, save_scores, score
 from core.reap.subspace import subspace_view
-from core.registry import resolve
+from core.presets import MOE_PRESETS, moe_preset
 
-MODELS = {"embedded": MOE_PATH}
+MODELS = MOE_PRESETS
 ALL_METHODS = METHODS + MERGE_METHODS
 # Merging has no per-expert score: the saliency map shows what M-SMoE ranks by (frequency picks its dominant
 # experts) and, for HC-SMoE, which clusters expert outputs instead, REAP's score.
@@ -162,7 +161,8 @@ class _Reduced:
 
 def model_info(name_or_path: str) -> ModelInfo:
     """Expert count, top-k and depth from the config alone (no weights), e.g. to size a ratio slider."""
-    config = AutoConfig.from_pretrained(resolve(name_or_path, MODELS, "MoE model"))
+    preset = moe_preset(name_or_path)
+    config = AutoConfig.from_pretrained(preset.model, **preset.load.file_kwargs())
     if config.model_type not in ADAPTERS:
         raise ValueError(f"{name_or_path!r} is a {config.model_type!r} model, not a supported MoE family")
     return ModelInfo(getattr(config, ADAPTERS[config.model_type].experts_key), config.num_experts_per_tok,
@@ -194,9 +194,10 @@ class Lab:
 
     def __init__(self, name_or_path: str = "embedded", cfg: LabConfig | None = None):
         self.name = name_or_path
-        self.path = resolve(name_or_path, MODELS, "MoE model")
+        self.preset = moe_preset(name_or_path)
+        self.path = Path(self.preset.model)  # a directory, or a hub repo id
         self.cfg = cfg or LabConfig()
-        self.model, self.tokenizer = load_model(str(self.path))
+        self.model, self.tokenizer = load_model(self.preset.model, self.preset.load)
         self.info = model_info(name_or_path)
         self.digest = _model_digest(self.model)
         self._lock = threading.RLock()
@@ -375,7 +376,7 @@ class Lab:
             self._check(calibration, method)
             removed = self.removed(ratio)
             scored = self.scores(calibration)
-            model, tokenizer = load_model(str(self.path), dtype="auto")  # slicing and merging keep the stored dtype
+            model, tokenizer = load_model(self.preset.model, self.preset.load, dtype="auto")  # slicing and merging keep the stored dtype
             kept, groups = self._apply(model, scored, method, removed)
         extra = {"merged_groups": dict(zip(scored.result["layers"], groups))} if groups else {}
         recipe = recipe_for(scored.result, method, removed / self.info.experts, kept, **extra)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from core.loading import LoadOptions
 from core.reap import data
 from core.reap.adapters import moe_blocks
 from core.reap.observer import LayerStats, all_expert_outputs, observe
@@ -52,9 +53,11 @@ def method_scores(stats: list[LayerStats], seed: int = 0) -> dict[str, list[list
     return {m: [f(s).tolist() for s in stats] for m, f in per_method.items()}
 
 
-def load_model(name_or_path: str, dtype="float32"):
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).eval()
-    return model, AutoTokenizer.from_pretrained(name_or_path)
+def load_model(name_or_path: str, load: LoadOptions = LoadOptions(), dtype: str | None = None):
+    """A MoE model and its tokenizer; `dtype` overrides the load options' (e.g. "auto": keep the stored one)."""
+    load = load if dtype is None else replace(load, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, **load.kwargs()).eval()
+    return model, AutoTokenizer.from_pretrained(name_or_path, **load.file_kwargs())
 
 
 def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tuple[dict, dict]:

@@ -1,0 +1,31 @@
+"""bench-gpu's code path on CPU with tiny models (the real sizes need a GPU): every part runs, speculation through
+the scripted drafter stays lossless, and the scripted acceptance rate gives the τ asked for.
+
+    python -m pytest -q tests/test_bench_gpu.py
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.bench_gpu import GpuBenchConfig, _accept_probability, bench
+
+
+@pytest.mark.parametrize("tau, gamma", [(1.0, 4), (2.0, 4), (3.5, 4), (5.0, 4), (3.0, 8)])
+def test_acceptance_probability_gives_the_expected_accepted_length(tau, gamma):
+    a = _accept_probability(tau, gamma)
+    assert sum(a**k for k in range(gamma + 1)) == pytest.approx(tau, abs=1e-6)
+
+
+def test_tau_outside_the_possible_range_is_refused():
+    with pytest.raises(ValueError, match="tau"):
+        _accept_probability(6.0, 4)
+
+
+def test_tiny_run_reports_every_part():
+    report = bench(GpuBenchConfig(sizes="tiny", context=32, repeats=2, new_tokens=16, taus=(3.0,), embedded_n=0))
+    assert set(report["steps"]) == {"target", "drafter"}
+    assert all(row["eager_ms"] > 0 and row["floor_ms"] > 0 for row in report["steps"].values())
+    assert list(report["verify_ms"]) == [1, 2, 4, 8, 16]
+    (row,) = report["speculation"]
+    assert row["lossless"] and 1.0 < row["tau"] <= 5.0 and row["bound"] > 0
