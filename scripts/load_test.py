@@ -6,7 +6,7 @@ Every client first sends its three requests alone (the warm-up); under load each
 own warm-up answer (no state bleeds between sessions) and no request may fail. The server's resident memory is
 read from /proc (Linux) after the warm-up, every half second during the load, and at the end.
 
-    nice -n 19 python scripts/load_test.py                                  # 8 clients x 20 requests
+    nice -n 19 python scripts/load_test.py                                  # 8 clients x 20 requests, 3 rounds
     nice -n 19 python scripts/load_test.py --clients 4 --requests 6 --json runs/load_test.json
 """
 
@@ -43,6 +43,7 @@ class LoadConfig:
     requests: int = 20  # per client, cycling through KINDS
     max_new_tokens: int = 16
     calibration: str = "mixed"  # the one the app scores first, so its cache is usually warm
+    rounds: int = 3  # the load, repeated: memory after each round shows whether it levels off
 
 
 @dataclass
@@ -142,12 +143,15 @@ def run(cfg: LoadConfig, work_dir: Path) -> Report:
         sampler = threading.Thread(target=sample_rss, daemon=True)
         sampler.start()
         start = time.perf_counter()
-        with ThreadPoolExecutor(cfg.clients) as pool:
-            list(pool.map(client_loop, sessions))
+        ends = []  # memory after each round: once the caches are full, later rounds must not grow it
+        for _ in range(cfg.rounds):
+            with ThreadPoolExecutor(cfg.clients) as pool:
+                list(pool.map(client_loop, sessions))
+            ends.append(round(rss_mb(server.pid), 1))
         report.wall_s = round(time.perf_counter() - start, 1)
         done.set()
-        report.requests = cfg.clients * cfg.requests
-        report.rss_mb |= {"peak_under_load": round(max(samples, default=0.0), 1), "end": round(rss_mb(server.pid), 1)}
+        report.requests = cfg.clients * cfg.requests * cfg.rounds
+        report.rss_mb |= {"peak_under_load": round(max(samples, default=0.0), 1), "end_of_each_round": ends}
         report.seconds = {kind: {"median": round(statistics.median(v), 2), "max": round(max(v), 2)}
                           for kind, v in latencies.items() if v}
     finally:
@@ -161,9 +165,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=LoadConfig.clients)
     parser.add_argument("--requests", type=int, default=LoadConfig.requests, help="per client")
     parser.add_argument("--max-new-tokens", type=int, default=LoadConfig.max_new_tokens)
+    parser.add_argument("--rounds", type=int, default=LoadConfig.rounds, help="the whole load, repeated on one server")
     parser.add_argument("--json", help="write the report here too")
     args = parser.parse_args()
-    cfg = LoadConfig(args.clients, args.requests, args.max_new_tokens)
+    cfg = LoadConfig(args.clients, args.requests, args.max_new_tokens, rounds=args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         report = run(cfg, Path(tmp))
     text = json.dumps(asdict(report), indent=1)
