@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2Config, Qwen2ForCausalLM
 
-from core import world
 from core.drafters import DraftProposal, TextDrafter
 from core.embedded import EMBEDDED_PATHS, image_processor
 from core.engine import SpeculativeEngine

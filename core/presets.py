@@ -13,7 +13,7 @@ MASSV projectors and DREAM adapters for hub targets are not on the hub: `python 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -123,7 +123,6 @@ class Availability:
     name: str
     usable: bool
     reason: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def hub_offline() -> bool:

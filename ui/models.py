@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from core.presets import EMBEDDED, MOE_PRESETS, VLM_PRESETS, Availability, availability, hub_reachable
+from core.presets import EMBEDDED  # noqa: F401  (the tabs read models.EMBEDDED)
+from core.presets import MOE_PRESETS, VLM_PRESETS, Availability, availability, hub_reachable
 from core.registry import DRAFTERS, NO_DRAFTER, load_target
 
 DRAFTER_NOTES = {NO_DRAFTER: "plain decoding (AR)"} | {name: source.note for name, source in DRAFTERS.items()}
