@@ -15,6 +15,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from safetensors import SafetensorError
+
 from core.dream import DreamDrafter
 from core.drafters import Drafter, TextDrafter
 from core.massv import MassvDrafter
@@ -47,8 +49,8 @@ def load_target(name_or_path: str = EMBEDDED) -> VisionLanguageModel:
     preset = vlm_preset(name_or_path)
     try:
         return VisionLanguageModel.from_pretrained(preset.target, preset.load)
-    except OSError as exc:  # a hub model that is neither cached nor downloadable, or a broken directory
-        raise ValueError(f"cannot load {name_or_path!r}: {exc}".splitlines()[0]) from None
+    except (OSError, SafetensorError) as exc:  # neither cached nor downloadable, a broken directory or a corrupt file
+        raise ValueError(f"cannot load {name_or_path!r}: {str(exc).strip()}".splitlines()[0]) from None
 
 
 def split_drafters(specs: str) -> list[str]:
@@ -107,3 +109,6 @@ def load_drafter(spec: str, target_name: str = EMBEDDED) -> Drafter | None:
     except OSError as exc:  # transformers' message for a missing directory talks about hub repo ids
         name = spec.partition(":")[0]
         raise ValueError(f"the {name!r} drafter has no trained weights here ({exc.__class__.__name__})") from None
+    except SafetensorError as exc:  # a damaged weights file
+        raise ValueError(f"cannot load the {spec.partition(':')[0]!r} drafter: {str(exc).strip()}".splitlines()[0]) \
+            from None

@@ -10,7 +10,6 @@ import math
 from contextlib import contextmanager
 
 import gradio as gr
-from safetensors import SafetensorError
 
 from core.limits import UnreadableImage, check_size, open_image, to_rgb
 from core.sampling import SamplingConfig
@@ -52,16 +51,6 @@ def user_errors():
         yield
     except ValueError as exc:
         raise gr.Error(str(exc)) from None
-
-
-@contextmanager
-def loading(what: str):
-    """A model whose files are missing or corrupt (OSError, or safetensors' own error for a damaged file) is a
-    ValueError naming it, so the user reads why and the app keeps serving."""
-    try:
-        yield
-    except (OSError, SafetensorError) as exc:
-        raise ValueError(f"cannot load {what}: {str(exc).strip().splitlines()[0]}") from None
 
 
 def whole(value, name: str) -> int:

@@ -14,7 +14,7 @@ from core.registry import DRAFTERS, load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.examples import TASK_PROMPTS, world_examples
-from ui.inputs import image_input, loading, user_errors, whole
+from ui.inputs import image_input, user_errors, whole
 from ui.race import Lane, race
 from ui.render import LEGEND, tokens_html
 from ui.stats import RunStats
@@ -80,8 +80,7 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
         lanes = [Lane(AR, stream(None))]
         for name in drafters or []:
             try:
-                with loading(f"the {name!r} drafter"):
-                    lanes.append(Lane(name, stream(load_drafter(name))))
+                lanes.append(Lane(name, stream(load_drafter(name))))
             except ValueError as exc:
                 lanes.append(Lane(name, None, error=str(exc)))
         for lanes in race(lanes):

@@ -14,7 +14,7 @@ from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
 from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
-from ui.inputs import image_input, loading, user_errors, whole
+from ui.inputs import image_input, user_errors, whole
 from ui.render import LABELS, tokens_html
 from ui.stats import RunStats, cards_html
 from ui.zerogpu import gpu
@@ -42,11 +42,9 @@ def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p,
         sampling = inputs.sampling(temperature, top_p)
         gamma, seed, max_new_tokens = whole(gamma, "γ"), whole(seed, "seed"), whole(max_new_tokens, "max tokens")
         progress(0, desc="loading models")
-        with loading(f"the target {model_name!r}"):
-            target = models.target(model_name)
-        with loading(f"the {drafter_name!r} drafter"):
-            drafter = load_drafter(inputs.drafter_spec(drafter_name, keep_ratio, drafting, tree_top_k, tree_total),
-                                   model_name)
+        target = models.target(model_name)
+        drafter = load_drafter(inputs.drafter_spec(drafter_name, keep_ratio, drafting, tree_top_k, tree_total),
+                               model_name)
         stream = SpeculativeEngine(target).stream(image, prompt, drafter, gamma=gamma, sampling=sampling,
                                                   max_new_tokens=max_new_tokens, seed=seed)
         DECODING.add(id(stream))
