@@ -44,6 +44,10 @@ class VLMPreset:
     note: str = ""
     hub: bool = True  # False: ships with the app
 
+    @property
+    def model(self) -> str:  # what MoEPreset calls it, so availability reads either kind alike
+        return self.target
+
     def with_load(self, load: LoadOptions) -> VLMPreset:
         return replace(self, load=load)
 
@@ -161,8 +165,7 @@ if __name__ == "__main__":
     for title, table in (("VLM targets", VLM_PRESETS), ("MoE models", MOE_PRESETS)):
         print(title)
         for name, preset in table.items():
-            model = getattr(preset, "target", None) or preset.model
-            a = availability(name, model, preset.hub, preset.load.cache_dir, reachable)
+            a = availability(name, preset.model, preset.hub, preset.load.cache_dir, reachable)
             print(f"  {name:34s} {'ok' if a.usable else 'disabled: ' + a.reason}  ({preset.note})")
             for drafter, source in getattr(preset, "drafters", {}).items():
                 print(f"      drafter {drafter:13s} {source.weights}")

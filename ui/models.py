@@ -23,8 +23,7 @@ def _hub_reachable() -> bool:
 
 def _availability(name: str, table: dict) -> Availability:
     preset = table[name]
-    model = getattr(preset, "target", None) or preset.model
-    return availability(name, model, preset.hub, preset.load.cache_dir, preset.hub and _hub_reachable())
+    return availability(name, preset.model, preset.hub, preset.load.cache_dir, preset.hub and _hub_reachable())
 
 
 def _choices(table: dict) -> list[tuple[str, str]]:
