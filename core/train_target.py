@@ -8,7 +8,8 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   learns the answers' form in a hundred steps, then plateaus for hundreds more before it looks at the image;
   without the cell, it has to tell the 3x3 grid apart by rotary positions alone, which it barely can;
 - `--vision-steps`: the vision tower and probe first train alone, ten times cheaper per step than the full model;
-- task sampling weighted by each family's running loss (hard families get more batches);
+- task sampling weighted by each family's running chance of a wrong answer, 1 - exp(-answer NLL): exact match
+  needs every token, so a 40-token caption at a low per-token loss is still a hard family;
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
 - `--init` continues a checkpoint (the shipped target is several such runs: README, "The embedded models").
 """
@@ -130,21 +131,23 @@ class VisionProbe(torch.nn.Module):
 
 
 class TaskSampler:
-    """Draws tasks in proportion to their running loss, so the families still being learned get the batches."""
+    """Draws tasks in proportion to their running chance of a wrong answer, so the families still being learned get
+    the batches. `update` takes each sample's whole-answer NLL (per-token mean x answer length)."""
 
     def __init__(self, tasks=world.TASKS, floor: float = 0.1, seed: int = 0):
-        self.loss = {t: 1.0 for t in tasks}
+        self.wrong = {t: 1.0 for t in tasks}
         self.floor = floor
         self.rng = random.Random(seed)
 
     def draw(self, n: int) -> list[str]:
-        weights = [max(v, self.floor) for v in self.loss.values()]
-        return self.rng.choices(list(self.loss), weights=weights, k=n)
+        weights = [max(v, self.floor) for v in self.wrong.values()]
+        return self.rng.choices(list(self.wrong), weights=weights, k=n)
 
     def update(self, tasks: list[str], losses: torch.Tensor) -> None:
         for task in set(tasks):
-            mean = float(losses[[i for i, t in enumerate(tasks) if t == task]].mean())
-            self.loss[task] = 0.9 * self.loss[task] + 0.1 * mean
+            nll = losses[[i for i, t in enumerate(tasks) if t == task]]
+            wrong = float((1 - torch.exp(-nll)).mean())
+            self.wrong[task] = 0.9 * self.wrong[task] + 0.1 * wrong
 
 
 def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLanguageModel:
@@ -179,9 +182,10 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        sampler.update(tasks, losses.detach())
+        answer_tokens = (labels[:, 1:] != -100).sum(1)
+        sampler.update(tasks, losses.detach() * answer_tokens)
         if step % 25 == 0:
-            print(f"step {step} loss {loss.item():.3f} vision {aux.item():.3f} per-task {({k: round(v, 3) for k, v in sampler.loss.items()})} "
+            print(f"step {step} loss {loss.item():.3f} vision {aux.item():.3f} wrong {({k: round(v, 3) for k, v in sampler.wrong.items()})} "
                   f"{time.time() - start:.0f}s", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()

@@ -6,7 +6,7 @@ Every client first sends its three requests alone (the warm-up); under load each
 own warm-up answer (no state bleeds between sessions) and no request may fail. The server's resident memory is
 read from /proc (Linux) after the warm-up, every half second during the load, and at the end.
 
-    nice -n 19 python scripts/load_test.py                                  # 8 clients x 20 requests, 3 rounds
+    nice -n 19 python scripts/load_test.py                                  # 8 clients x 20 requests, 5 rounds
     nice -n 19 python scripts/load_test.py --clients 4 --requests 6 --json runs/load_test.json
 """
 
@@ -43,7 +43,7 @@ class LoadConfig:
     requests: int = 20  # per client, cycling through KINDS
     max_new_tokens: int = 16
     calibration: str = "mixed"  # the one the app scores first, so its cache is usually warm
-    rounds: int = 3  # the load, repeated: memory after each round shows whether it levels off
+    rounds: int = 5  # the load, repeated: memory after each round shows whether it levels off
 
 
 @dataclass

@@ -9,7 +9,9 @@ times are only honest when runs do not share the CPU; set SPECULUM_CONCURRENCY t
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 
 import gradio as gr
 
@@ -25,6 +27,7 @@ TABS = (spec_tab, race_tab, reap_tab, about_tab)
 # Gradio refuses bigger uploads before they reach disk; core.limits.MAX_PIXELS caps what is decoded. A 40-megapixel
 # JPEG is 10-20 MB.
 MAX_UPLOAD = "25mb"
+M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 
 def add_tabs(tabs=TABS) -> None:
@@ -55,7 +58,20 @@ def warm_up() -> None:
         engine.generate(sample.image, sample.prompt, load_drafter(drafter), max_new_tokens=8)
 
 
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """glibc gives every thread that allocates its own heap arena (up to 8 per core) and seldom hands their pages
+    back; Gradio runs each event on a worker thread, so under load the server grew ~40 MB a round and kept growing.
+    Two arenas hold it flat (README, Reliability: scripts/load_test.py). MALLOC_ARENA_MAX, when set, wins."""
+    if sys.platform != "linux" or "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, arenas)
+    except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to cap
+        pass
+
+
 def launch(**kwargs) -> gr.Blocks:
+    limit_malloc_arenas()
     warm_up()
     demo = build()
     demo.launch(css=CSS, **{"max_file_size": MAX_UPLOAD} | kwargs)
