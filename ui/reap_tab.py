@@ -118,6 +118,6 @@ def build() -> None:
     settings = [model, calibration, method, ratio]
     gr.on([run.click, ratio.release, method.change, calibration.change], explore, settings,
           [summary, heatmap, quality, curve, subspace, samples], api_name="reap", concurrency_id="reap",
-          trigger_mode="always_last")
+          trigger_mode="always_last", show_progress_on=[heatmap])
     model.change(resize_ratio, model, ratio, api_name=False)
     build_zip.click(export, settings, checkpoint, api_name="reap_export", concurrency_id="reap")
