@@ -11,7 +11,9 @@ device in bf16; random weights cost exactly what trained ones do. Reported:
 - the bound S(τ) = τ·t_target / (t_verify(γ+1) + γ·t_draft) and the speedup achieved by the real engine at that τ:
   a scripted drafter runs the real 0.5B-class forward for its cost but proposes the target's own greedy tokens, cut
   so that the mean accepted length is the τ asked for (random weights agree with nothing, so τ must be scripted);
-- the embedded models (core/bench_spec.py on the same device): τ and wall-clock speedup of each drafter.
+- the embedded models (core/bench_spec.py on the same device): τ and wall-clock speedup of each drafter;
+- REAP scoring of a MoE with Qwen3-30B-A3B's layer shapes, held in CPU memory and scored one layer at a time on the
+  device (`reap score --layerwise`), against the same model wholly on the device: time and agreement of the scores.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ SIZES = {
                          intermediate_size=128, vocab_size=8000),
 }
 PAIRS = {"real": ("7b", "0.5b"), "tiny": ("tiny-target", "tiny-drafter")}
+# Qwen3-30B-A3B's layer shapes (its config.json), two layers of its 48: 1.2B parameters, 2.4 GB in bf16.
+MOE_SIZES = {
+    "real": dict(hidden_size=2048, num_hidden_layers=2, num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+                 num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768, vocab_size=151936),
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                 num_experts=16, num_experts_per_tok=2, moe_intermediate_size=32, vocab_size=1024),
+}
 
 
 @dataclass
@@ -55,6 +64,7 @@ class GpuBenchConfig:
     taus: tuple[float, ...] = (2.0, 3.5, 4.5)
     new_tokens: int = 96
     embedded_n: int = 12  # 0 skips the embedded models
+    reap_tokens: int = 8192  # calibration tokens of the layer-at-a-time REAP part (0 skips it)
 
 
 def _sync(device: torch.device) -> None:
@@ -177,6 +187,32 @@ def _speculation(target, drafter, fast: FastPath, cfg: GpuBenchConfig) -> list[d
     return rows
 
 
+def _reap_layerwise(cfg: GpuBenchConfig, device: torch.device, dtype: torch.dtype) -> dict:
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    from core.reap.scores import ScoreConfig, score
+
+    torch.manual_seed(0)
+    model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**MOE_SIZES[cfg.sizes])).to(dtype).eval()  # in CPU memory
+    seq_len = 512 if cfg.sizes == "real" else 32
+    windows = torch.randint(0, model.config.vocab_size, (max(1, cfg.reap_tokens // seq_len), seq_len))
+    timed = {}
+    for mode in ("layerwise", "whole"):
+        if mode == "whole":
+            model.to(device)
+        _sync(device)
+        t0 = time.perf_counter()
+        result, _ = score(model, windows, ScoreConfig(layerwise=str(device) if mode == "layerwise" else ""))
+        _sync(device)
+        timed[mode] = (time.perf_counter() - t0, torch.tensor(result["scores"]["reap"]))
+    del model
+    (lw_s, lw), (whole_s, whole) = timed["layerwise"], timed["whole"]
+    return {"model": "Qwen3-30B-A3B layer shapes, " + str(MOE_SIZES[cfg.sizes]["num_hidden_layers"]) + " layers",
+            "tokens": windows.numel(), "layerwise_s": round(lw_s, 2), "whole_on_device_s": round(whole_s, 2),
+            "reap_scores_max_rel_diff": float(((lw - whole).abs() / whole.abs().clamp(min=1e-12)).max()),
+            "same_ranking": bool((lw.argsort(-1) == whole.argsort(-1)).all())}
+
+
 def bench(cfg: GpuBenchConfig = GpuBenchConfig()) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -210,13 +246,16 @@ def bench(cfg: GpuBenchConfig = GpuBenchConfig()) -> dict:
         report["embedded"] = {"ar_tokens_per_s": round(spec["ar"]["tokens_per_s"], 1)} | {
             name: {k: entry[k] for k in ("tau", "speedup", "lossless_mismatches")}
             for name, entry in spec["drafters"].items()}
+    if cfg.reap_tokens:
+        report["reap_layerwise"] = _reap_layerwise(cfg, device, dtype)
     report["wall_seconds"] = round(time.time() - t0, 1)
     return report
 
 
 def run(args) -> None:
     cfg = GpuBenchConfig(sizes=args.sizes, embedded_n=args.embedded_n,
-                         **({"context": 128, "repeats": 5, "new_tokens": 24} if args.sizes == "tiny" else {}))
+                         **({"context": 128, "repeats": 5, "new_tokens": 24, "reap_tokens": 256}
+                            if args.sizes == "tiny" else {}))
     report = bench(cfg)
     text = json.dumps(report, indent=1)
     if args.json:

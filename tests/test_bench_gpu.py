@@ -23,9 +23,12 @@ def test_tau_outside_the_possible_range_is_refused():
 
 
 def test_tiny_run_reports_every_part():
-    report = bench(GpuBenchConfig(sizes="tiny", context=32, repeats=2, new_tokens=16, taus=(3.0,), embedded_n=0))
+    report = bench(GpuBenchConfig(sizes="tiny", context=32, repeats=2, new_tokens=16, taus=(3.0,), embedded_n=0,
+                                  reap_tokens=128))
     assert set(report["steps"]) == {"target", "drafter"}
     assert all(row["eager_ms"] > 0 and row["floor_ms"] > 0 for row in report["steps"].values())
     assert list(report["verify_ms"]) == [1, 2, 4, 8, 16]
     (row,) = report["speculation"]
     assert row["lossless"] and 1.0 < row["tau"] <= 5.0 and row["bound"] > 0
+    reap = report["reap_layerwise"]
+    assert reap["same_ranking"] and reap["reap_scores_max_rel_diff"] < 1e-4 and reap["layerwise_s"] > 0

@@ -62,3 +62,20 @@ def test_score_prune_reload_mask(model_type, ids, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(reloaded(input_ids=ids).logits, sliced)
     assert {p.name for p in out.iterdir()} >= {"config.json", "recipe.yaml", "README.md", "model.safetensors"}
+
+
+@pytest.mark.parametrize("model_type,overrides", [(t, {}) for t in sorted(TINY)] + [("gpt_oss", {"sliding_window": 8})])
+def test_layerwise_scoring_equals_whole_model(model_type, overrides, ids):
+    """`--layerwise DEVICE` replays each decoder layer on what the model passed it (masks per layer type, rotary
+    embeddings) chunk by chunk; here DEVICE is the CPU, so the statistics must match the whole-model pass. The
+    sliding-window GPT-OSS case fails if a layer is given another layer type's mask."""
+    model = tiny_model(model_type, **overrides)
+    whole, whole_cache = score(model, ids, ScoreConfig(batch=3, sample_tokens=16))
+    layerwise, layer_cache = score(model, ids, ScoreConfig(batch=3, sample_tokens=16, layerwise="cpu"))
+    for method in ("reap", "ean", "frequency", "weighted_frequency"):
+        assert torch.allclose(torch.tensor(layerwise["scores"][method]), torch.tensor(whole["scores"][method]),
+                              rtol=1e-4, atol=1e-6), method
+    for key, value in whole_cache.items():
+        assert torch.allclose(layer_cache[key], value, rtol=1e-4, atol=1e-6), key
+    with torch.no_grad():  # the layers' own forwards are back
+        assert all("forward" not in vars(layer) for layer in model.get_decoder().layers)

@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("--calib", default="mixed", help="code, prose, math, mixed, or a path to a text file")
     score.add_argument("--tokens", type=int, help="calibration tokens (default 8192)")
     score.add_argument("--seq-len", dest="seq_len", type=int, help="tokens per window (default 128)")
+    score.add_argument("--layerwise", help="a device such as cuda: keep the model in CPU memory and score it one "
+                                            "decoder layer at a time there (for models larger than the GPU)")
     score.add_argument("--out", required=True)
     score.set_defaults(func=_lazy("scores"))
 

@@ -15,11 +15,15 @@ Accumulated per layer (E experts, H hidden):
   logit_gram [E, E]  Σ_x l(x) l(x)ᵀ of router logits (M-SMoE similarity)
   sample [S, H]   the first S block inputs (HC-SMoE runs every expert on this bounded subsample only)
 
+`observe_layerwise` gathers the same statistics with one decoder layer on the accelerator at a time, for a model
+that fits in CPU memory but not on the GPU (`python -m core reap score --layerwise cuda`).
+
     python -m core.reap.observer        # observes a tiny random Qwen3-MoE and prints layer 0's counts
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -118,7 +122,70 @@ def observe(model, windows: torch.Tensor, batch: int = 8, sample_tokens: int = 0
     model.eval()
     with Observer(model, sample_tokens) as obs:
         for chunk in windows.split(batch):
-            model(input_ids=chunk, use_cache=False)
+            model(input_ids=chunk.to(model.device), use_cache=False)
+    return obs.stats
+
+
+@contextlib.contextmanager
+def on_device(module: torch.nn.Module, device: str | torch.device | None):
+    """`module` moved to `device` for the block, then back where it was (no-op for None or "")."""
+    if not device:
+        yield module
+        return
+    home = next(module.parameters()).device
+    module.to(device)
+    try:
+        yield module
+    finally:
+        module.to(home)
+
+
+def _to(obj, device):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_to(o, device) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    return obj
+
+
+@torch.no_grad()
+def observe_layerwise(model, windows: torch.Tensor, device: str | torch.device, batch: int = 8,
+                      sample_tokens: int = 0) -> list[LayerStats]:
+    """`observe`, with one decoder layer on `device` at a time and hidden states kept in CPU memory between layers,
+    so every weight crosses to the device once. A first pass with each layer standing in as the identity records
+    what the model passes every layer (masks and rotary embeddings differ between layer types); then each layer
+    runs on all chunks before the next one moves in."""
+    model.eval()
+    layers = model.get_decoder().layers
+    calls: list[list[tuple[tuple, dict]]] = [[] for _ in layers]
+    hidden: list[torch.Tensor] = []  # per chunk: the current layer's input
+
+    def stand_in(i: int):
+        def record(states, *args, **kwargs):
+            calls[i].append((args, kwargs))
+            if i == 0:
+                hidden.append(states)
+            return states
+
+        return record
+
+    for i, layer in enumerate(layers):
+        layer.forward = stand_in(i)
+    try:
+        for chunk in windows.split(batch):
+            model.get_decoder()(input_ids=chunk.to(model.device), use_cache=False)
+    finally:
+        for layer in layers:
+            del layer.forward  # back to the class's forward
+    with Observer(model, sample_tokens) as obs:
+        for layer, layer_calls in zip(layers, calls):
+            with on_device(layer, device):
+                for c, (args, kwargs) in enumerate(layer_calls):
+                    out = layer(hidden[c].to(device), *_to(args, device), **_to(kwargs, device))
+                    hidden[c] = (out[0] if isinstance(out, tuple) else out).to(hidden[c].device)
+            layer_calls.clear()
     return obs.stats
 
 

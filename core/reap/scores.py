@@ -7,6 +7,8 @@
   random              seeded uniform noise: the sanity baseline every method must beat
 
     python -m core reap score --model NAME_OR_PATH --calib DOMAIN_OR_TEXTFILE [--tokens N] [--seq-len L] --out DIR
+    python -m core reap score --model Qwen/Qwen3-30B-A3B --layerwise cuda --out DIR   # held on the CPU, scored
+                                                                                     # one layer at a time on the GPU
 
 DIR/scores.json holds the scores, the routing statistics (frequency, mean gate per layer x expert) and
 provenance; DIR/stats.pt holds what the merge baselines and the subspace view need (mean routed outputs,
@@ -27,7 +29,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from core.loading import LoadOptions
 from core.reap import data
 from core.reap.adapters import moe_blocks
-from core.reap.observer import LayerStats, all_expert_outputs, observe
+from core.reap.observer import LayerStats, all_expert_outputs, observe, observe_layerwise, on_device
 
 METHODS = ("reap", "ean", "frequency", "weighted_frequency", "random")
 
@@ -39,6 +41,7 @@ class ScoreConfig:
     batch: int = 8
     sample_tokens: int = 256  # per layer, for the all-experts pass of HC-SMoE
     seed: int = 0
+    layerwise: str = ""  # a device (e.g. "cuda"): move one decoder layer there at a time; "": run the model where it is
 
 
 def method_scores(stats: list[LayerStats], seed: int = 0) -> dict[str, list[list[float]]]:
@@ -63,13 +66,17 @@ def load_model(name_or_path: str, load: LoadOptions = LoadOptions(), dtype: str 
 def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tuple[dict, dict]:
     """(scores.json content without provenance, stats.pt content) for a model over [n, seq_len] windows."""
     t0 = time.perf_counter()
-    stats = observe(model, windows, cfg.batch, cfg.sample_tokens)
+    if cfg.layerwise:
+        stats = observe_layerwise(model, windows, cfg.layerwise, cfg.batch, cfg.sample_tokens)
+    else:
+        stats = observe(model, windows, cfg.batch, cfg.sample_tokens)
     observe_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     mean_all = []
     for (_, block), s in zip(moe_blocks(model), stats):
         sample = torch.cat(s.sample) if s.sample else torch.zeros(0, model.config.hidden_size)
-        mean_all.append(all_expert_outputs(model, block, sample).double().mean(1))
+        with on_device(block, cfg.layerwise):
+            mean_all.append(all_expert_outputs(model, block, sample).double().mean(1).cpu())
     count = torch.stack([s.count for s in stats])
     result = {
         "num_tokens": windows.numel(),
