@@ -31,10 +31,10 @@ def test_shipped_target_is_the_trained_one(engine):
 
 @pytest.mark.xfail(strict=True, reason="the embedded target is below the 0.85-per-family goal (README, issue 2)")
 def test_target_meets_the_accuracy_goal(engine):
-    """The goal is per task family: 0.85 exact match on held-out answers of each."""
+    """The goal is per task family: 0.85 exact match on held-out answers of each (17 of 20 here)."""
     for task in world.TASKS:
-        right = _exact(engine, world.samples("heldout", 10, (task,), start=500))
-        assert right >= 9, f"{task}: {right}/10 exact"
+        right = _exact(engine, world.samples("heldout", 20, (task,), start=500))
+        assert right >= 17, f"{task}: {right}/20 exact"
 
 
 @pytest.mark.parametrize("name", sorted(DRAFTERS))
