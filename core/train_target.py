@@ -185,8 +185,9 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         answer_tokens = (labels[:, 1:] != -100).sum(1)
         sampler.update(tasks, losses.detach() * answer_tokens)
         if step % 25 == 0:
-            print(f"step {step} loss {loss.item():.3f} vision {aux.item():.3f} wrong {({k: round(v, 3) for k, v in sampler.wrong.items()})} "
-                  f"{time.time() - start:.0f}s", flush=True)
+            wrong = {k: round(v, 3) for k, v in sampler.wrong.items()}
+            print(f"step {step} loss {loss.item():.3f} vision {aux.item():.3f} wrong {wrong} {time.time() - start:.0f}s",
+                  flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
             acc = exact_match(vlm, world.samples("heldout", cfg.eval_n, start=10_000))

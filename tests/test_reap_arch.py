@@ -77,5 +77,4 @@ def test_layerwise_scoring_equals_whole_model(model_type, overrides, ids):
                               rtol=1e-4, atol=1e-6), method
     for key, value in whole_cache.items():
         assert torch.allclose(layer_cache[key], value, rtol=1e-4, atol=1e-6), key
-    with torch.no_grad():  # the layers' own forwards are back
-        assert all("forward" not in vars(layer) for layer in model.get_decoder().layers)
+    assert all("forward" not in vars(layer) for layer in model.get_decoder().layers)  # their own forwards are back
