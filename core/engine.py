@@ -26,6 +26,7 @@ from transformers.cache_utils import Cache
 
 from core.drafters import DraftProposal, Drafter
 from core.fast_path import FastPath, key_length
+from core.limits import check_new_tokens
 from core.sampling import SamplingConfig, distribution, match_vocab, sample, verify
 from core.tree import MAX_TREE_TOKENS, depths, greedy_path, keep_rows, verify_mask
 from core.vlm import Request, VisionLanguageModel, decode_positions
@@ -140,8 +141,6 @@ class SpeculativeEngine:
     ) -> Iterator[Round]:
         if not 1 <= gamma <= MAX_GAMMA:
             raise ValueError(f"gamma must be between 1 and {MAX_GAMMA}, got {gamma}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         session = self.open(image, prompt, sampling, seed, max_new_tokens, drafter)
         start = time.perf_counter()
         first = self._prefill(session)
@@ -172,8 +171,9 @@ class SpeculativeEngine:
 
     def open(self, image, prompt: str, sampling: SamplingConfig, seed: int, max_new_tokens: int = 64,
              drafter: Drafter | None = None) -> Session:
-        request = self.target.prepare(image, prompt)
         context = self.target.text_config.max_position_embeddings
+        check_new_tokens(max_new_tokens, context)
+        request = self.target.prepare(image, prompt)
         if request.input_ids.shape[1] + max_new_tokens > context:
             raise ValueError(f"the prompt ({request.input_ids.shape[1]} tokens) plus {max_new_tokens} new tokens exceed "
                              f"the model's context of {context} tokens")

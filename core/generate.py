@@ -8,18 +8,18 @@ from __future__ import annotations
 import json
 
 from core.engine import SpeculativeEngine
-from core.limits import check_new_tokens, check_prompt, open_image
+from core.limits import check_prompt, open_image
 from core.registry import load_drafter, load_target
 from core.sampling import SamplingConfig
 
 
 def run(args) -> None:
-    # Everything the user typed is checked before a model loads, so bad input is refused at once.
+    # The prompt and image are checked before a model loads; the token budget needs the model's context, so the
+    # engine checks it (core.limits.check_new_tokens).
     prompt = check_prompt(args.prompt)
     image = None if args.image is None else open_image(args.image)
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)
     target = load_target(args.model)
-    check_new_tokens(args.max_new_tokens, target.text_config.max_position_embeddings)
     drafter = load_drafter(args.drafter, args.model)
     out = SpeculativeEngine(target).generate(
         image, prompt, drafter,

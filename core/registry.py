@@ -100,15 +100,14 @@ def load_drafter(spec: str, target_name: str = EMBEDDED) -> Drafter | None:
     """`spec` is a drafter name, optionally with options: "dream:keep=0.5,tree=4x32,weights=DIR"."""
     if spec == NO_DRAFTER:
         return None
+    name = spec.partition(":")[0]
     source, _ = parse_spec(spec, target_name)  # bad names and options fail before any loading
     if source.kind in LOCAL_KINDS and not Path(source.weights).is_dir():
-        raise ValueError(f"the {spec.partition(':')[0]!r} drafter has no trained weights here ({source.weights}); "
+        raise ValueError(f"the {name!r} drafter has no trained weights here ({source.weights}); "
                          f"`python -m core train {source.kind} --target {target_name}` makes them")
     try:
         return _load_drafter(spec, target_name)
     except OSError as exc:  # transformers' message for a missing directory talks about hub repo ids
-        name = spec.partition(":")[0]
         raise ValueError(f"the {name!r} drafter has no trained weights here ({exc.__class__.__name__})") from None
     except SafetensorError as exc:  # a damaged weights file
-        raise ValueError(f"cannot load the {spec.partition(':')[0]!r} drafter: {str(exc).strip()}".splitlines()[0]) \
-            from None
+        raise ValueError(f"cannot load the {name!r} drafter: {str(exc).strip()}".splitlines()[0]) from None

@@ -40,9 +40,8 @@ from core.reap.prune import atomic_save, experts_to_keep, recipe_for, save_reduc
 from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
 from core.reap.scores import METHODS, ScoreConfig, load_model, load_scores, save_scores, score
 from core.reap.subspace import subspace_view
-from core.presets import MOE_PRESETS, moe_preset
+from core.presets import moe_preset
 
-MODELS = MOE_PRESETS
 ALL_METHODS = METHODS + MERGE_METHODS
 # Merging has no per-expert score: the saliency map shows what M-SMoE ranks by (frequency picks its dominant
 # experts) and, for HC-SMoE, which clusters expert outputs instead, REAP's score.
@@ -376,7 +375,8 @@ class Lab:
             self._check(calibration, method)
             removed = self.removed(ratio)
             scored = self.scores(calibration)
-            model, tokenizer = load_model(self.preset.model, self.preset.load, dtype="auto")  # slicing and merging keep the stored dtype
+            # slicing and merging keep the stored dtype
+            model, tokenizer = load_model(self.preset.model, self.preset.load, dtype="auto")
             kept, groups = self._apply(model, scored, method, removed)
         extra = {"merged_groups": dict(zip(scored.result["layers"], groups))} if groups else {}
         recipe = recipe_for(scored.result, method, removed / self.info.experts, kept, **extra)

@@ -158,7 +158,8 @@ def observe_layerwise(model, windows: torch.Tensor, device: str | torch.device, 
     what the model passes every layer (masks and rotary embeddings differ between layer types); then each layer
     runs on all chunks before the next one moves in."""
     model.eval()
-    layers = model.get_decoder().layers
+    decoder = model.get_decoder()
+    layers = decoder.layers
     calls: list[list[tuple[tuple, dict]]] = [[] for _ in layers]
     hidden: list[torch.Tensor] = []  # per chunk: the current layer's input
 
@@ -175,7 +176,7 @@ def observe_layerwise(model, windows: torch.Tensor, device: str | torch.device, 
         layer.forward = stand_in(i)
     try:
         for chunk in windows.split(batch):
-            model.get_decoder()(input_ids=chunk.to(model.device), use_cache=False)
+            decoder(input_ids=chunk.to(model.device), use_cache=False)
     finally:
         for layer in layers:
             del layer.forward  # back to the class's forward
