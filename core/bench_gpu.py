@@ -146,10 +146,11 @@ class ScriptedDrafter:
                 real = run.propose(session, gamma)  # the drafter's real cost
                 done = len(session.generated)
                 right = drafter.reference[done:done + gamma]
-                tokens = []
+                vocab, tokens = real.probs.shape[-1], []
                 for i, token in enumerate(right + [0] * (gamma - len(right))):
                     keep = torch.rand(1, generator=drafter.rng).item() < drafter.accept_p
-                    tokens.append(token if keep and i < len(right) else (token + 1) % real.probs.shape[-1])
+                    draftable = i < len(right) and token < vocab  # ids only the target has are never drafted
+                    tokens.append(token if keep and draftable else (token + 1) % vocab)
                 return DraftProposal(tokens, real.probs)
 
         return Run()

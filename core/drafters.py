@@ -75,6 +75,10 @@ class TextDraftRun:
         self.model = model
         self.prompt_ids = prompt_ids
         self.prefix = prefix
+        # The target may commit ids past the drafter's rows (Qwen2.5-VL-7B has 128 more padding rows than
+        # Qwen2.5-1.5B; random weights emit them). The drafter reads such an id as its last row: only its proposals
+        # can suffer, verification stays lossless.
+        self.last_id = model.get_input_embeddings().num_embeddings - 1
 
     @torch.no_grad()
     def propose(self, session: Session, gamma: int) -> DraftProposal:
@@ -83,7 +87,8 @@ class TextDraftRun:
         for _ in range(gamma):
             step = self.model if not self.prefix.held else session.fast.step(self.model)  # a prompt prefill stays eager
             logits = step(
-                input_ids=torch.tensor([feed], device=self.model.device), cache=self.prefix.cache, use_cache=True
+                input_ids=torch.tensor([feed], device=self.model.device).clamp(max=self.last_id),
+                cache=self.prefix.cache, use_cache=True,
             ).logits[0, -1:]
             self.prefix.held += feed
             q = distribution(logits, session.sampling)[0]

@@ -92,3 +92,19 @@ def test_sampling_with_a_seed_is_reproducible(tiny_target, tiny_text_drafter):
 def test_bad_settings_are_rejected(tiny_target, tiny_text_drafter, kwargs):
     with pytest.raises(ValueError):
         SpeculativeEngine(tiny_target).generate(None, "hi", tiny_text_drafter, **kwargs)
+
+
+def test_a_committed_id_past_the_drafters_rows_is_read_as_its_last_row(tiny_target, tiny_text_drafter):
+    """A target with more vocabulary rows than its drafter (Qwen2.5-VL-7B vs Qwen2.5-1.5B) can commit an id the
+    drafter has no embedding for; the drafter must read it (as its last row) rather than fail."""
+    engine = SpeculativeEngine(tiny_target)
+    s = world.sample("heldout", 3)
+    rows = tiny_text_drafter.model.get_input_embeddings().num_embeddings
+    proposals = []
+    for committed in (rows + 5, rows - 1):
+        session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=tiny_text_drafter)
+        engine._prefill(session)
+        run = tiny_text_drafter.start(session)
+        session.generated.append(committed)
+        proposals.append(run.propose(session, 3).tokens)
+    assert proposals[0] == proposals[1]
