@@ -50,7 +50,9 @@ def _bench_gpu(args) -> None:
 
 def _add_decoding_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="embedded", help="'embedded' or a local model directory")
-    p.add_argument("--gamma", type=int, default=4, help="draft length per round")
+    p.add_argument("--gamma", type=int, default=4, help="draft length per round (at most)")
+    p.add_argument("--min-draft-prob", dest="min_draft_prob", type=float, default=0.0,
+                   help="a chain stops after a draft its drafter gives less than this probability (0 = always gamma)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0, help="0 disables top-k")
@@ -62,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train an embedded model")
+    train = sub.add_parser("train", help="train an embedded model, or a drafter for your target and images")
     train.add_argument("what", choices=["target", "text-drafter", "massv", "dream", "moe"])
     train.add_argument("--steps", type=int)
     train.add_argument("--batch", type=int)
@@ -77,11 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
     train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
     train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")
-    train.add_argument("--prompts", type=int, help="massv phase 2: training prompts the target answers")
+    train.add_argument("--prompts", type=int,
+                       help="massv phase 2, dream: training prompts the target answers (your data: the first N)")
     train.add_argument("--samples-per-prompt", dest="samples_per_prompt", type=int)
     train.add_argument("--temperature", type=float, help="massv phase 2: the target's sampling temperature")
+    train.add_argument("--max-new-tokens", dest="max_new_tokens", type=int,
+                       help="massv phase 2, dream: the longest response the target gives (default 64)")
     train.add_argument("--data", help="dream: a self-distillation set to reuse when it matches the target")
     train.add_argument("--intermediate", help="dream: entropy (default), none, or a fixed depth such as 0.5")
+    train.add_argument("--data-dir", dest="data_dir",
+                       help="massv, dream: train on your images: DIR holds them and a metadata.jsonl (file_name, "
+                            "prompt, optional answer) instead of the procedural world (core/training_data.py)")
+    train.add_argument("--hf-dataset", dest="hf_dataset", metavar="NAME[:SPLIT]",
+                       help="massv, dream: train on a datasets dataset with columns image, prompt, optional answer")
     train.set_defaults(func=_train)
 
     ev = sub.add_parser("eval-target", help="exact match of the target on held-out world samples")

@@ -143,11 +143,11 @@ class ScriptedDrafter:
 
         class Run:
             def propose(self, session, gamma: int) -> DraftProposal:
-                real = run.propose(session, gamma)  # the drafter's real cost
-                done = len(session.generated)
-                right = drafter.reference[done:done + gamma]
+                real = run.propose(session, gamma)  # the drafter's real cost (and length: it may stop early)
+                done, n = len(session.generated), len(real.tokens)
+                right = drafter.reference[done:done + n]
                 vocab, tokens = real.probs.shape[-1], []
-                for i, token in enumerate(right + [0] * (gamma - len(right))):
+                for i, token in enumerate(right + [0] * (n - len(right))):
                     keep = torch.rand(1, generator=drafter.rng).item() < drafter.accept_p
                     draftable = i < len(right) and token < vocab  # ids only the target has are never drafted
                     tokens.append(token if keep and draftable else (token + 1) % vocab)

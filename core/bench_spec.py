@@ -68,6 +68,7 @@ def bench(
     drafters: list[str],
     n: int = 40,
     gamma: int = 4,
+    min_draft_prob: float = 0.0,
     sampling: SamplingConfig = SamplingConfig(),
     tasks: tuple[str, ...] = world.TASKS,
     max_new_tokens: int = 64,
@@ -79,22 +80,23 @@ def bench(
     loaded = {name: load_drafter(name, model) for name in drafters}
     samples = world.samples("heldout", n, tasks)
     kwargs = dict(sampling=sampling, max_new_tokens=max_new_tokens, seed=seed)
+    drafting = dict(gamma=gamma, min_draft_prob=min_draft_prob)
     warm = samples[0]
     for d in [None, *loaded.values()]:
-        engine.generate(warm.image, warm.prompt, d, gamma=gamma, **kwargs)
+        engine.generate(warm.image, warm.prompt, d, **drafting, **kwargs)
 
     ar: list[Generation] = []
     runs: dict[str, list[Generation]] = defaultdict(list)
     for s in samples:
         ar.append(engine.generate(s.image, s.prompt, None, **kwargs))
         for name, d in loaded.items():
-            runs[name].append(engine.generate(s.image, s.prompt, d, gamma=gamma, **kwargs))
+            runs[name].append(engine.generate(s.image, s.prompt, d, **drafting, **kwargs))
 
     ar_seconds = sum(g.seconds for g in ar)
     ar_tokens = sum(g.new_tokens for g in ar)
     report = {
         "config": {
-            "model": model, "n": n, "gamma": gamma, "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "model": model, "n": n, "gamma": gamma, "min_draft_prob": min_draft_prob, "temperature": sampling.temperature, "top_p": sampling.top_p,
             "top_k": sampling.top_k, "tasks": list(tasks), "max_new_tokens": max_new_tokens, "seed": seed,
             "torch_threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         },
@@ -126,6 +128,7 @@ def run(args) -> None:
         drafters=split_drafters(args.drafters),
         n=args.n,
         gamma=args.gamma,
+        min_draft_prob=args.min_draft_prob,
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),
         tasks=tuple(args.tasks.split(",")) if args.tasks else world.TASKS,
         max_new_tokens=args.max_new_tokens,

@@ -1,9 +1,10 @@
 """The `Drafter` protocol every drafter implements, and the text-only drafter (the baseline).
 
 A drafter is shared by all requests; `start(session)` returns a per-request `DraftRun` holding that request's
-caches, so concurrent requests never share state. `DraftRun.propose(session, gamma)` drafts gamma tokens that
-continue `session.generated`, drawing each from the distribution it returns (so the engine's acceptance rule
-stays lossless); a run that can draft a tree may return one instead (greedy decoding only, gamma = its depth).
+caches, so concurrent requests never share state. `DraftRun.propose(session, gamma)` drafts up to gamma tokens
+that continue `session.generated`, drawing each from the distribution it returns (so the engine's acceptance rule
+stays lossless), and stops early where `keep_drafting` says so; a run that can draft a tree may return one instead
+(greedy decoding only, gamma = its depth).
 
 Cache rollback is generic: a run remembers which tokens its KV cache holds, and on each proposal crops the cache
 to the longest prefix shared with the committed sequence and feeds the rest. Rejected drafts vanish; accepted ones
@@ -34,6 +35,14 @@ class DraftProposal:
     tokens: list[int]
     probs: torch.Tensor  # [len(tokens), V]
     parents: list[int] | None = None
+
+
+def keep_drafting(session: Session, token: int, q: torch.Tensor) -> bool:
+    """Whether a chain goes on past `token`, just drawn from q. Never past an end-of-sequence token (nothing after
+    it is emitted), and not once the drafter gives its own draft less than `session.min_draft_prob`: a rejection is
+    then likely, and every further draft costs a drafter step and a verified row. The length of a draft depends
+    only on the drafter's own state, so acceptance stays lossless."""
+    return token not in session.stop_ids and float(q[token]) >= session.min_draft_prob
 
 
 class DraftRun(Protocol):
@@ -95,6 +104,8 @@ class TextDraftRun:
             token = sample(q, session.sampling, session.generator)
             tokens.append(token)
             probs.append(q)
+            if not keep_drafting(session, token, q):
+                break
             feed = [token]
         return DraftProposal(tokens, torch.stack(probs))
 

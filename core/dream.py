@@ -22,6 +22,7 @@ EAGLE-2 dynamic tree that the engine verifies in one forward (core/tree.py). Tra
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from torch.nn import functional as F
 from transformers import DynamicCache, Qwen2Config
 from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer, Qwen2MLP, Qwen2RMSNorm, Qwen2RotaryEmbedding
 
-from core.drafters import DraftProposal
+from core.drafters import DraftProposal, keep_drafting
 from core.massv import visual_features
 from core.sampling import distribution, sample
 from core.tree import TreeShape, depths
@@ -234,18 +235,23 @@ class DreamDraftRun:
             token = sample(q, session.sampling, session.generator)
             tokens.append(token)
             probs.append(q)
-            if k + 1 < gamma:
-                feature = self._step(self._embed([*ids, *tokens], position), feature, position)
-                position += 1
+            if k + 1 == gamma or not keep_drafting(session, token, q):
+                break
+            feature = self._step(self._embed([*ids, *tokens], position), feature, position)
+            position += 1
         return DraftProposal(tokens, torch.stack(probs))
 
     def _tree(self, session, last: int, root_feature: torch.Tensor, depth: int) -> DraftProposal:
         """EAGLE-2 dynamic tree: each level expands the top_k nodes by cumulative log-probability, all in one
-        adapter forward; the `total` best nodes overall become the tree. The cache holds positions 0..last."""
+        adapter forward; the `total` best nodes overall become the tree. The cache holds positions 0..last.
+        With `session.min_draft_prob`, a node's children are its best child plus those the drafter gives at least
+        that probability, and only those expand further: a confident drafter's tree narrows to a chain (top_k 1
+        is exactly the chain's rule, core/drafters.keep_drafting) and branches only where it is unsure."""
         shape = self.drafter.tree
+        floor = math.log(session.min_draft_prob) if session.min_draft_prob > 0 else -math.inf
         lm_head = self.drafter.target.model.get_output_embeddings()
         embed = self.drafter.target.model.get_input_embeddings()
-        tokens, parents, scores, probs, slots = [], [], [], [], []  # slots: node -> cache index once fed
+        tokens, parents, scores, own, probs, slots = [], [], [], [], [], []  # slots: node -> cache index once fed
         frontier, features, frontier_scores = [-1], root_feature, torch.zeros(1)
         node_features: dict[int, torch.Tensor] = {}
         for level in range(1, depth + 1):
@@ -255,16 +261,23 @@ class DreamDraftRun:
             top = logp.topk(shape.top_k, dim=-1)
             children = []
             for row, node in enumerate(frontier):
-                for lp, token in zip(top.values[row].tolist(), top.indices[row].tolist()):
+                for rank, (lp, token) in enumerate(zip(top.values[row].tolist(), top.indices[row].tolist())):
+                    if rank > 0 and lp < floor:
+                        break
                     children.append(len(tokens))
                     tokens.append(token)
                     parents.append(node)
                     scores.append(float(frontier_scores[row]) + lp)
+                    own.append(lp)
                     probs.append(shown[row])
                     slots.append(None)
             if level == depth:
                 break
-            frontier = sorted(children, key=lambda i: -scores[i])[: shape.top_k]
+            # Nothing after an end-of-sequence token is ever emitted, so such a node is a leaf.
+            expandable = (c for c in children if tokens[c] not in session.stop_ids and own[c] >= floor)
+            frontier = sorted(expandable, key=lambda i: -scores[i])[: shape.top_k]
+            if not frontier:
+                break
             fed_from = self.cache.get_seq_length()
             mask = torch.zeros(len(frontier), fed_from + len(frontier), dtype=torch.bool, device=self.device)
             mask[:, : last + 1] = True  # the committed prefix, root included

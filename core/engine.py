@@ -81,6 +81,8 @@ class Session:
     fast: FastPath = FastPath()
     max_length: int = 0  # positions a cache must hold: prompt + new tokens + the largest draft
     reads_features: bool = False  # whether to collect `features` / `prefill_states` (the drafter reads them)
+    stop_ids: frozenset[int] = frozenset()  # end-of-sequence ids: nothing drafted past one is ever emitted
+    min_draft_prob: float = 0.0  # a chain stops early after a draft the drafter gives less than this (core/drafters.py)
     generated: list[int] = field(default_factory=list)
     cache: Cache | None = None
     rope_delta: int = 0
@@ -138,10 +140,14 @@ class SpeculativeEngine:
         sampling: SamplingConfig = SamplingConfig(),
         max_new_tokens: int = 64,
         seed: int = 0,
+        min_draft_prob: float = 0.0,
     ) -> Iterator[Round]:
         if not 1 <= gamma <= MAX_GAMMA:
             raise ValueError(f"gamma must be between 1 and {MAX_GAMMA}, got {gamma}")
+        if not 0.0 <= min_draft_prob < 1.0:
+            raise ValueError(f"min_draft_prob must be in [0, 1), got {min_draft_prob}")
         session = self.open(image, prompt, sampling, seed, max_new_tokens, drafter)
+        session.min_draft_prob = min_draft_prob
         start = time.perf_counter()
         first = self._prefill(session)
         yield Round(0, [], [], [], 0, [first], "prefill", 0.0, time.perf_counter() - start)
@@ -180,7 +186,8 @@ class SpeculativeEngine:
         generator = torch.Generator(self.target.device).manual_seed(seed)
         needed = request.input_ids.shape[1] + max_new_tokens + max(MAX_GAMMA, MAX_TREE_TOKENS) + 1
         return Session(request, sampling, generator, self.target.encode_image(request), self.fast, needed,
-                       reads_features=getattr(drafter, "reads_target_features", False))
+                       reads_features=getattr(drafter, "reads_target_features", False),
+                       stop_ids=frozenset(self.target.eos_token_ids))
 
     def _prefill(self, session: Session) -> int:
         model = self.target.model
@@ -239,15 +246,15 @@ class SpeculativeEngine:
         t1 = time.perf_counter()
         if proposal.parents is not None:
             return self._tree_round(session, proposal, max_new_tokens, t0, t1)
-        drafted = proposal.tokens
+        drafted = proposal.tokens  # up to gamma: a chain may stop early (core/drafters.py, keep_drafting)
         logits, states = self._target_forward(session, session.generated[-1:] + drafted)
         p = distribution(logits, session.sampling)
         q = match_vocab(proposal.probs, p.shape[-1])
         accepted, token = verify(drafted, q, p, session.sampling, session.generator)
-        session.cache.crop(accepted - gamma)  # drop the rejected drafts' keys and values
+        session.cache.crop(accepted - len(drafted))  # drop the rejected drafts' keys and values
         emitted = self._commit(session, drafted[:accepted] + [token], max_new_tokens)
         self._keep_features(session, states)
-        rows = torch.arange(gamma)
+        rows = torch.arange(len(drafted))
         return Round(
             index=0,
             drafted=drafted,
@@ -255,7 +262,7 @@ class SpeculativeEngine:
             target_probs=p[rows, drafted].tolist(),
             accepted=accepted,
             emitted=emitted,
-            kind="bonus" if accepted == gamma else "correction",
+            kind="bonus" if accepted == len(drafted) else "correction",
             draft_seconds=t1 - t0,
             verify_seconds=time.perf_counter() - t1,
         )

@@ -24,6 +24,7 @@ def run(args) -> None:
     out = SpeculativeEngine(target).generate(
         image, prompt, drafter,
         gamma=args.gamma, sampling=sampling, max_new_tokens=args.max_new_tokens, seed=args.seed,
+        min_draft_prob=args.min_draft_prob,
     )
     if args.json:
         print(json.dumps(out.to_json()))

@@ -68,9 +68,11 @@ def _hub_vlm(repo: str, short: str, text_drafter: str, note: str) -> VLMPreset:
     return VLMPreset(repo, {
         "text": DrafterSource("text", text_drafter, f"{text_drafter}, never sees the image"),
         "massv": DrafterSource("massv", str(trained_weights(short, "massv")),
-                               f"{text_drafter} + projector (train: python -m core train massv --target {repo})"),
+                               f"{text_drafter} + projector (train: python -m core train massv --target {repo} "
+                               f"--out {trained_weights(short, 'massv')})"),
         "dream": DrafterSource("dream", str(trained_weights(short, "dream")),
-                               f"adapter at the target's width (train: python -m core train dream --target {repo})"),
+                               f"adapter at the target's width (train: python -m core train dream --target {repo} "
+                               f"--out {trained_weights(short, 'dream')})"),
     }, GPU_BF16, note)
 
 

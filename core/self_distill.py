@@ -5,6 +5,8 @@ train on, so a drafter learns what the target says rather than what the ground t
 
 A set is JSON: {"metadata": generation settings + agreement with ground truth, "rows": [{split, index, task,
 prompt, response, ground_truth, draw}]}; images are not stored, they are a pure function of (split, index, task).
+A set made on the user's examples (core/training_data.py) has rows [{image, task, prompt, response, ground_truth,
+draw}] instead, `image` saying where the image is, and its metadata names the source and fingerprints the examples.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from core import world
 from core.embedded import EMBEDDED_PATHS
+from core.training_data import Example, TrainingData
 from core.vlm import VisionLanguageModel
 
 FIRST_INDEX = 1_000_000  # train-split indices no training script draws its own ground-truth batches from
@@ -34,12 +38,21 @@ class DistillConfig:
 
 
 @torch.no_grad()
-def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int = 32) -> dict:
-    """The target's own responses to training prompts (world train split), batched with left padding."""
+def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int = 32,
+                     examples: TrainingData | None = None) -> dict:
+    """The target's own responses to training prompts (world train split, or the first cfg.prompts of the user's
+    `examples`), batched with left padding (the processor gives each image of a batch its own grid)."""
+    cfg = _capped(cfg, examples)
     tok = target.tokenizer
     rows = []
     for start in range(0, cfg.prompts, batch):
-        samples = world.samples("train", min(batch, cfg.prompts - start), start=FIRST_INDEX + start)
+        count = min(batch, cfg.prompts - start)
+        if examples is None:
+            samples = world.samples("train", count, start=FIRST_INDEX + start)
+            where = [{"split": "train", "index": FIRST_INDEX + start + i} for i in range(count)]
+        else:
+            samples = examples[start:start + count]
+            where = [{"image": e.image} for e in examples.examples[start:start + count]]
         requests = [target.prepare(s.image, s.prompt) for s in samples]
         texts = [tok.decode(r.input_ids[0]) for r in requests]
         enc = tok(texts, return_tensors="pt", padding=True, padding_side="left")
@@ -55,11 +68,26 @@ def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int
             )
             for i, s in enumerate(samples):
                 response = tok.decode(out[i, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
-                rows.append({"split": "train", "index": FIRST_INDEX + start + i, "task": s.task, "prompt": s.prompt,
-                             "response": response, "ground_truth": s.answer, "draw": k})
-    agree = sum(r["response"] == r["ground_truth"] for r in rows) / len(rows)
-    metadata = {**asdict(cfg), "target_fingerprint": fingerprint(target), "agreement_with_ground_truth": agree}
+                rows.append({**where[i], "task": s.task, "prompt": s.prompt, "response": response,
+                             "ground_truth": s.answer, "draw": k})
+    known = [r for r in rows if r["ground_truth"] is not None]
+    agree = sum(r["response"] == r["ground_truth"] for r in known) / len(known) if known else None
+    metadata = {**asdict(cfg), "target_fingerprint": fingerprint(target), "agreement_with_ground_truth": agree,
+                **source_metadata(examples, cfg.prompts)}
     return {"metadata": metadata, "rows": rows}
+
+
+def _capped(cfg: DistillConfig, examples: TrainingData | None) -> DistillConfig:
+    """With the user's examples, `prompts` is at most how many there are."""
+    return cfg if examples is None else replace(cfg, prompts=min(cfg.prompts, len(examples)))
+
+
+def source_metadata(examples: TrainingData | None, prompts: int) -> dict:
+    """What a set made on the user's examples records about them (a world set records nothing: its keys stay)."""
+    if examples is None:
+        return {}
+    used = json.dumps([asdict(e) for e in examples.examples[:prompts]], sort_keys=True)
+    return {"source": examples.source, "source_fingerprint": hashlib.sha256(used.encode()).hexdigest()[:16]}
 
 
 def fingerprint(target: VisionLanguageModel) -> str:
@@ -69,22 +97,32 @@ def fingerprint(target: VisionLanguageModel) -> str:
     return hashlib.sha256(weights.numpy().tobytes()).hexdigest()[:16]
 
 
-def training_samples(dataset: dict) -> list[world.Sample]:
-    """The set's rows as world samples whose answer is the target's response."""
+def training_samples(dataset: dict) -> Sequence[world.Sample]:
+    """The set's rows as samples whose answer is the target's response (rows of the user's images read them
+    when a sample is taken)."""
+    rows = dataset["rows"]
+    if rows and "image" in rows[0]:
+        return TrainingData(dataset["metadata"]["source"],
+                            [Example(r["image"], r["task"], r["prompt"], r["response"]) for r in rows])
     return [world.Sample(world.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
-            for r in dataset["rows"]]
+            for r in rows]
 
 
-def load_or_make(path: str, target: VisionLanguageModel, cfg: DistillConfig) -> dict:
-    """Reuse a saved set when it was generated by the same target with the same settings; else generate one."""
+def load_or_make(path: str, target: VisionLanguageModel, cfg: DistillConfig,
+                 examples: TrainingData | None = None) -> dict:
+    """Reuse a saved set when it was generated by the same target with the same settings on the same prompts (the
+    world's, or the same user examples); else generate one."""
+    cfg = _capped(cfg, examples)
     if path and Path(path).is_file():
         dataset = json.loads(Path(path).read_text())
-        wanted = {**asdict(cfg), "target_fingerprint": fingerprint(target)}
+        wanted = {**asdict(cfg), "target_fingerprint": fingerprint(target), **source_metadata(examples, cfg.prompts)}
         saved = {k: dataset["metadata"].get(k) for k in wanted}
-        if saved == wanted:
+        same_source = dataset["metadata"].get("source") == wanted.get("source")  # None: the world's prompts
+        if saved == wanted and same_source:
             return dataset
-        print(f"{path}: generated by another target or with other settings; generating a new set", flush=True)
-    return distillation_set(target, cfg)
+        print(f"{path}: generated by another target, with other settings or on other prompts; generating a new set",
+              flush=True)
+    return distillation_set(target, cfg, examples=examples)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """Train the DREAM adapter by distilling the target's features on its own responses.
 
     python -m core train dream [--steps N] [--intermediate entropy|none|0.25|0.5|0.75] [--data SET.json]
+    python -m core train dream --data-dir DIR --target TARGET --out OUT      # on your own images
 
-1. Data: a self-distillation set (core/self_distill.py; MASSV phase 2's set is reused when it matches the target).
+1. Data: a self-distillation set (core/self_distill.py; MASSV phase 2's set is reused when it matches the target
+   and the prompts), on the procedural world or on the user's examples (`--data-dir`, `--hf-dataset`:
+   core/training_data.py).
 2. Feature extraction, once: the target runs over prompt + response with eager attention and returns, per position,
    its input embedding (image features included), its last-layer feature, the intermediate feature the adapter's
    first block is pulled towards, and the attention its last layer gives each visual token.
@@ -28,6 +31,7 @@ import torch
 from torch.nn import functional as F
 from transformers import get_cosine_schedule_with_warmup
 
+from core import training_data
 from core.dream import DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
 from core.embedded import EMBEDDED_PATHS
 from core.self_distill import DistillConfig, load_or_make, training_samples
@@ -44,7 +48,10 @@ class DreamTrainConfig:
     target: str = str(EMBEDDED_PATHS["target"])
     data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
     prompts: int = 2048
-    out: str = str(EMBEDDED_PATHS["dream"])
+    max_new_tokens: int = 64  # the longest response the target gives when the set is generated
+    data_dir: str = ""  # the user's examples (core/training_data.py); neither: the procedural world
+    hf_dataset: str = ""
+    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
     intermediate: str = "entropy"  # "entropy", "none", or a depth fraction such as "0.5"
     search_fraction: float = 0.4  # entropy search over the first 40 % of layers
     kl_weight: float = 1.0
@@ -54,6 +61,10 @@ class DreamTrainConfig:
     feature_noise: float = 0.1  # uniform noise on fed-back features, relative to their RMS
 
     def __post_init__(self):
+        own_target = Path(self.target).resolve() != EMBEDDED_PATHS["target"]
+        if not self.out and (self.data_dir or self.hf_dataset or own_target):
+            raise ValueError("--out is required with your own data or target (the default is the shipped drafter)")
+        self.out = self.out or str(EMBEDDED_PATHS["dream"])
         if self.intermediate not in ("entropy", "none"):
             try:
                 fraction = float(self.intermediate)
@@ -169,10 +180,12 @@ def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, 
 def train(cfg: DreamTrainConfig) -> DreamDrafter:
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
+    examples = training_data.load(cfg.data_dir, cfg.hf_dataset)
     target = VisionLanguageModel.from_pretrained(cfg.target)
     target.model.requires_grad_(False)
     out = Path(cfg.out)
-    dataset = load_or_make(cfg.data, target, DistillConfig(cfg.target, cfg.prompts))
+    distill = DistillConfig(cfg.target, cfg.prompts, max_new_tokens=cfg.max_new_tokens)
+    dataset = load_or_make(cfg.data, target, distill, examples)
     start = time.time()
     batches, chosen = extract(target, training_samples(dataset), cfg)
     extraction_seconds = time.time() - start
@@ -199,7 +212,8 @@ def train(cfg: DreamTrainConfig) -> DreamDrafter:
     total = sum(chosen.values())
     drafter.save_pretrained(out, {"target": cfg.target, "distillation": dataset["metadata"]})
     (out / "training_log.json").write_text(json.dumps({
-        "config": asdict(cfg), "extraction_seconds": round(extraction_seconds),
+        "config": asdict(cfg), "data": examples.source if examples is not None else "world",
+        "extraction_seconds": round(extraction_seconds),
         "intermediate_layer_share": {int(k): round(v / total, 4) for k, v in sorted(chosen.items())} if total else {},
         "log": log,
     }, indent=1))

@@ -3,23 +3,26 @@
     python -m core train massv --phase 1     # projector alignment: LM and vision frozen, ground-truth answers
     python -m core train massv --phase 2     # self-data distillation: the target answers the training prompts,
                                              # then projector + LM are fine-tuned on those answers
+    python -m core train massv --phase 2 --data-dir DIR --target TARGET --out OUT   # on your own images
 
 Phase 1 starts from the text-only drafter's LM (MASSV adapts an existing small LM); phase 2 starts from phase 1.
 Phase 2 first writes its dataset (target responses, with the generation settings in its metadata) next to the
-output, so a run can be inspected and repeated.
+output, so a run can be inspected and repeated. Both phases draw from the procedural world unless `--data-dir` or
+`--hf-dataset` names the user's examples (core/training_data.py); phase 1 then needs their ground-truth answers.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
-from core import world
+from core import training_data, world
 from core.embedded import EMBEDDED_PATHS
 from core.massv import MassvDrafter, multimodal_embeds, visual_features
 from core.self_distill import DistillConfig, distillation_set, training_samples
@@ -37,7 +40,9 @@ class MassvTrainConfig:
     target: str = str(EMBEDDED_PATHS["target"])
     text_drafter: str = str(EMBEDDED_PATHS["text"])  # phase 1 starts from this LM
     phase1: str = str(EMBEDDED_PATHS["massv-phase1"])  # phase 2 starts from this checkpoint
-    out: str = ""
+    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
+    data_dir: str = ""  # the user's examples (core/training_data.py); neither: the procedural world
+    hf_dataset: str = ""
     # phase 2 data generation
     prompts: int = 2048
     samples_per_prompt: int = 1
@@ -49,10 +54,13 @@ class MassvTrainConfig:
             raise ValueError(f"phase must be 1 or 2, got {self.phase}")
         self.steps = self.steps or (600 if self.phase == 1 else 1200)
         self.lr = self.lr or (2e-3 if self.phase == 1 else 1e-3)
+        own_target = Path(self.target).resolve() != EMBEDDED_PATHS["target"]
+        if not self.out and (self.data_dir or self.hf_dataset or own_target):
+            raise ValueError("--out is required with your own data or target (the default is the shipped drafter)")
         self.out = self.out or str(EMBEDDED_PATHS["massv-phase1" if self.phase == 1 else "massv"])
 
 
-def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: list[world.Sample], params, cfg) -> list:
+def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: Sequence[world.Sample], params, cfg) -> list:
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
     sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)
     lm, projector = drafter.model, drafter.projector
@@ -80,6 +88,9 @@ def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: list[w
 
 def train(cfg: MassvTrainConfig) -> MassvDrafter:
     torch.manual_seed(cfg.seed)
+    examples = training_data.load(cfg.data_dir, cfg.hf_dataset)
+    if examples is not None and cfg.phase == 1:
+        examples.require_answers("massv phase 1 aligns the projector on ground-truth answers")
     target = VisionLanguageModel.from_pretrained(cfg.target)
     vision_width = target.model.config.vision_config.out_hidden_size
     out = Path(cfg.out)
@@ -89,13 +100,13 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
         drafter = MassvDrafter.from_text_drafter(lm, vision_width)
         lm.requires_grad_(False)
         params = list(drafter.projector.parameters())
-        # different indices from the text drafter's and phase 2's data
-        data = world.samples("train", cfg.steps * cfg.batch, start=2_000_000)
+        # the world: different indices from the text drafter's and phase 2's data
+        data = examples if examples is not None else world.samples("train", cfg.steps * cfg.batch, start=2_000_000)
         extra = {}
     else:
         drafter = MassvDrafter.from_pretrained(cfg.phase1)
         dataset = distillation_set(target, DistillConfig(cfg.target, cfg.prompts, cfg.samples_per_prompt,
-                                                         cfg.temperature, cfg.max_new_tokens))
+                                                         cfg.temperature, cfg.max_new_tokens), examples=examples)
         (out / "distillation_set.json").write_text(json.dumps(dataset))
         data = training_samples(dataset)
         params = list(drafter.model.parameters()) + list(drafter.projector.parameters())
@@ -106,9 +117,11 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
     log = _train_loop(drafter, target, data, params, cfg)
     drafter.model.eval()
     drafter.projector.eval()
-    drafter.save_pretrained(out, {"phase": cfg.phase, "target": cfg.target})
+    source = examples.source if examples is not None else "world"
+    drafter.save_pretrained(out, {"phase": cfg.phase, "target": cfg.target, "data": source})
     target.tokenizer.save_pretrained(out)
-    (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "log": log, **extra}, indent=1))
+    (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "data": source, "log": log, **extra},
+                                                      indent=1))
     return drafter
 
 

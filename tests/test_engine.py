@@ -88,7 +88,43 @@ def test_sampling_with_a_seed_is_reproducible(tiny_target, tiny_text_drafter):
     assert a.token_ids == b.token_ids
 
 
-@pytest.mark.parametrize("kwargs", [{"gamma": 0}, {"gamma": -1}, {"gamma": 1000}, {"max_new_tokens": 0}])
+@pytest.mark.parametrize("drafter_name", ["twin_drafter", "tiny_dream"])
+def test_a_chain_stops_after_an_end_of_sequence_draft(tiny_target, drafter_name, request):
+    drafter = request.getfixturevalue(drafter_name)
+    engine = SpeculativeEngine(tiny_target)
+    s = world.sample("heldout", 0)
+
+    def propose(stop_ids):
+        session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter)
+        engine._prefill(session)
+        session.stop_ids = frozenset(stop_ids)
+        return drafter.start(session).propose(session, 5).tokens
+
+    full = propose([])
+    assert len(full) == 5
+    last_new = max(i for i, t in enumerate(full) if t not in full[:i])  # stopping there must cut the chain there
+    assert propose([full[last_new]]) == full[: last_new + 1]
+
+
+def test_a_chain_stops_below_min_draft_prob_and_stays_lossless(tiny_target, tiny_text_drafter):
+    engine = SpeculativeEngine(tiny_target)
+    stopped_early = 0
+    for s in world.samples("heldout", 4):
+        plain = engine.generate(s.image, s.prompt, max_new_tokens=20)
+        spec = engine.generate(s.image, s.prompt, tiny_text_drafter, gamma=6, max_new_tokens=20, min_draft_prob=0.2)
+        assert spec.token_ids == plain.token_ids
+        done = len(spec.rounds[0].emitted)
+        for r in spec.rounds[1:]:
+            assert all(q >= 0.2 for q in r.draft_probs[:-1])  # every draft before the last cleared the bar
+            if len(r.drafted) < min(6, 20 - done - 1):  # shorter than gamma and the token budget allow
+                assert r.draft_probs[-1] < 0.2 or r.drafted[-1] in tiny_target.eos_token_ids
+                stopped_early += 1
+            done += len(r.emitted)
+    assert stopped_early
+
+
+@pytest.mark.parametrize("kwargs", [{"gamma": 0}, {"gamma": -1}, {"gamma": 1000}, {"max_new_tokens": 0},
+                                    {"min_draft_prob": -0.1}, {"min_draft_prob": 1.0}])
 def test_bad_settings_are_rejected(tiny_target, tiny_text_drafter, kwargs):
     with pytest.raises(ValueError):
         SpeculativeEngine(tiny_target).generate(None, "hi", tiny_text_drafter, **kwargs)

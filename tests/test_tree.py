@@ -125,3 +125,34 @@ def test_sampling_drafts_chains_even_with_a_tree(tiny_target, tiny_dream):
     gen = engine.generate(None, "Describe the image.", drafter, gamma=3, max_new_tokens=10,
                           sampling=SamplingConfig(temperature=1.0))
     assert all(r.parents is None for r in gen.rounds)
+
+
+def test_a_one_wide_tree_drafts_what_the_chain_drafts(tiny_target, tiny_dream):
+    """min_draft_prob prunes a tree by the chain's rule: with top_k 1 the tree is the chain, node for node."""
+    engine = SpeculativeEngine(tiny_target)
+    one_wide = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=1, total=8))
+    s = world.sample("heldout", 1)
+    lengths = set()
+    for min_draft_prob in (0.0, 0.002, 0.01):
+        drafts = []
+        for drafter in (tiny_dream, one_wide):
+            session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter)
+            engine._prefill(session)
+            session.min_draft_prob = min_draft_prob
+            drafts.append(drafter.start(session).propose(session, 6))
+        chain, tree = drafts
+        assert tree.tokens == chain.tokens and tree.parents == list(range(-1, len(chain.tokens) - 1))
+        lengths.add(len(chain.tokens))
+    assert len(lengths) > 1  # the bar did cut some drafts short
+
+
+def test_min_draft_prob_narrows_dream_trees_and_stays_lossless(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    drafter = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=4, total=16))
+    s = world.sample("heldout", 2)
+    plain = engine.generate(s.image, s.prompt, max_new_tokens=16)
+    wide = engine.generate(s.image, s.prompt, drafter, gamma=4, max_new_tokens=16)
+    narrow = engine.generate(s.image, s.prompt, drafter, gamma=4, max_new_tokens=16, min_draft_prob=0.005)
+    assert wide.token_ids == narrow.token_ids == plain.token_ids
+    size = lambda gen: sum(len(r.drafted) for r in gen.rounds) / (len(gen.rounds) - 1)  # noqa: E731
+    assert size(narrow) < size(wide)

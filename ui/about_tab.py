@@ -58,7 +58,7 @@ The model lists also name real models (`core/presets.py`): Qwen2.5-VL-3B / 7B-In
 text drafters, and OLMoE, Qwen1.5-MoE, Qwen3-30B-A3B and Mixtral-8x7B for REAP. They go through the same code as
 the embedded models and are offered when this server can reach the Hugging Face hub or has them in its local
 cache; otherwise the list says why they are disabled. MASSV and DREAM weights for them are trained with
-`python -m core train massv|dream --target REPO`. On a GPU, decoding uses static KV caches and CUDA graphs.
+`python -m core train massv|dream --target REPO --out DIR` (on your own images with `--data-dir`). On a GPU, decoding uses static KV caches and CUDA graphs.
 """
 
 

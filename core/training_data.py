@@ -1,0 +1,187 @@
+"""Where drafter training examples come from when they are the user's own (image, prompt[, answer]) examples
+rather than the procedural world (core/world.py), so a drafter learns what a real target says about real images.
+
+    python -m core train massv --phase 2 --data-dir DIR --target TARGET --out OUT     # a folder (ImageFolder layout)
+    python -m core train dream --hf-dataset NAME[:SPLIT] --target TARGET --out OUT    # pip install datasets
+    python -m core.training_data DIR                    # checks a folder and prints how many examples it holds
+
+A folder follows Hugging Face's ImageFolder convention: DIR holds the images and a metadata.jsonl, one JSON object
+per line with `file_name` (relative to DIR), `prompt`, and optionally `answer` (the ground truth; MASSV phase 1
+trains on it) and `task` (default "custom"). Without metadata.jsonl, every image in DIR gets the prompt
+"Describe the image." and no answer. A dataset needs the columns `image` and `prompt` (`answer`, `task` optional).
+
+Examples are `world.Sample`s (answer None where unknown). Images are read when a sample is taken, not at load, so
+a folder of large photos never sits in memory at once; at load every image is opened once (its header only), so
+a missing or broken file is reported before any training. Each example keeps where its image is, which a
+self-distillation set stores in its rows to find the image again (core/self_distill.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from PIL import Image, UnidentifiedImageError
+
+from core import world
+
+METADATA_FILE = "metadata.jsonl"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+DEFAULT_PROMPT = "Describe the image."
+DEFAULT_TASK = "custom"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example before its image is read. `image` says where the image is: {"data_dir", "file_name"} for a
+    folder's file, {"hf_dataset", "split", "index"} for a dataset's row."""
+
+    image: dict
+    task: str
+    prompt: str
+    answer: str | None = None
+
+
+@dataclass
+class TrainingData(Sequence):
+    """The examples of one source, as world.Samples; an image is read when its sample is taken."""
+
+    source: str  # "data-dir:/abs/DIR" or "hf-dataset:NAME:SPLIT", recorded with what is trained on it
+    examples: list[Example]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        example = self.examples[index]
+        return world.Sample(read_image(example.image), example.task, example.prompt, example.answer)
+
+    def require_answers(self, why: str) -> None:
+        """Raise when some example has no ground-truth answer (`why`: what needs them)."""
+        missing = [e for e in self.examples if e.answer is None]
+        if missing:
+            raise ValueError(f"{why}, but {len(missing)} of {len(self)} examples of {self.source} have no 'answer' "
+                             f"(first: {describe(missing[0].image)})")
+
+
+def load(data_dir: str = "", hf_dataset: str = "") -> TrainingData | None:
+    """The examples of the source given; None when neither is (the trainers then use the procedural world)."""
+    if data_dir and hf_dataset:
+        raise ValueError("give --data-dir or --hf-dataset, not both")
+    if data_dir:
+        return from_folder(data_dir)
+    if hf_dataset:
+        return from_hf_dataset(hf_dataset)
+    return None
+
+
+def from_folder(data_dir: str | Path) -> TrainingData:
+    """A folder of images, with a metadata.jsonl or without (then every image gets the default prompt)."""
+    folder = Path(data_dir).resolve()  # absolute: a distillation set must find the images from any directory
+    if not folder.is_dir():
+        raise ValueError(f"data dir {data_dir}: no such directory")
+    metadata = folder / METADATA_FILE
+    if metadata.is_file():
+        lines = metadata.read_text().splitlines()
+        examples = [_metadata_example(folder, f"{metadata} line {n}", line)
+                    for n, line in enumerate(lines, 1) if line.strip()]
+        if not examples:
+            raise ValueError(f"{metadata}: no examples (one JSON object per line: file_name, prompt, answer)")
+    else:
+        files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise ValueError(f"data dir {folder}: no {METADATA_FILE} and no images ({', '.join(IMAGE_SUFFIXES)})")
+        for name in files:
+            _check_image(folder / name, str(folder / name))
+        examples = [Example({"data_dir": str(folder), "file_name": name}, DEFAULT_TASK, DEFAULT_PROMPT)
+                    for name in files]
+    return TrainingData(f"data-dir:{folder}", examples)
+
+
+def _metadata_example(folder: Path, where: str, line: str) -> Example:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected a JSON object with file_name and prompt")
+    for key in ("file_name", "prompt"):
+        if not isinstance(row.get(key), str) or not row[key].strip():
+            raise ValueError(f"{where}: missing '{key}'")
+    for key in ("answer", "task"):
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise ValueError(f"{where}: '{key}' must be a string")
+    _check_image(folder / row["file_name"], f"{where}: {row['file_name']}")
+    return Example({"data_dir": str(folder), "file_name": row["file_name"]}, row.get("task") or DEFAULT_TASK,
+                   row["prompt"], row.get("answer"))
+
+
+def _check_image(path: Path, where: str) -> None:
+    if not path.is_file():
+        raise ValueError(f"{where}: no such image file")
+    try:
+        with Image.open(path):  # reads the header only
+            pass
+    except UnidentifiedImageError:
+        raise ValueError(f"{where}: not an image") from None
+
+
+def from_hf_dataset(spec: str) -> TrainingData:
+    """NAME[:SPLIT] (default split: train) of a datasets dataset with columns image, prompt, optional answer, task."""
+    name, _, split = spec.partition(":")
+    split = split or "train"
+    dataset = _hf_split(name, split)
+    missing = [c for c in ("image", "prompt") if c not in dataset.column_names]
+    if missing:
+        raise ValueError(f"hf dataset {name}:{split}: no column {', '.join(missing)} (needs image and prompt; "
+                         f"answer and task are optional; it has {', '.join(dataset.column_names)})")
+    if len(dataset) == 0:
+        raise ValueError(f"hf dataset {name}:{split}: no rows")
+    prompts = list(dataset["prompt"])  # one column at a time: no image is decoded here
+    answers = list(dataset["answer"]) if "answer" in dataset.column_names else [None] * len(prompts)
+    tasks = list(dataset["task"]) if "task" in dataset.column_names else [None] * len(prompts)
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"hf dataset {name}:{split} row {i}: missing 'prompt'")
+    examples = [Example({"hf_dataset": name, "split": split, "index": i}, task or DEFAULT_TASK, prompt, answer)
+                for i, (prompt, answer, task) in enumerate(zip(prompts, answers, tasks))]
+    return TrainingData(f"hf-dataset:{name}:{split}", examples)
+
+
+@lru_cache(maxsize=None)
+def _hf_split(name: str, split: str):
+    """One split of a dataset, loaded once per process (a distillation set's rows read its images one by one)."""
+    try:
+        import datasets
+    except ImportError:
+        raise ValueError("--hf-dataset needs the datasets library: pip install datasets") from None
+    return datasets.load_dataset(name, split=split)
+
+
+def read_image(image: dict) -> Image.Image:
+    """The RGB image an example's `image` reference points at."""
+    if "file_name" in image:
+        with Image.open(Path(image["data_dir"]) / image["file_name"]) as opened:
+            return opened.convert("RGB")
+    return _hf_split(image["hf_dataset"], image["split"])[image["index"]]["image"].convert("RGB")
+
+
+def describe(image: dict) -> str:
+    """An image reference for a person: the file, or the dataset row."""
+    if "file_name" in image:
+        return str(Path(image["data_dir"]) / image["file_name"])
+    return f"{image['hf_dataset']}:{image['split']} row {image['index']}"
+
+
+if __name__ == "__main__":
+    data = from_folder(sys.argv[1] if len(sys.argv) > 1 else ".")
+    answered = sum(e.answer is not None for e in data.examples)
+    print(f"{data.source}: {len(data)} examples, {answered} with an answer")
+    for example in data.examples[:5]:
+        print(f"  [{example.task}] {describe(example.image)}: {example.prompt!r} -> {example.answer!r}")
