@@ -52,7 +52,8 @@ def _add_decoding_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="embedded", help="'embedded' or a local model directory")
     p.add_argument("--gamma", type=int, default=4, help="draft length per round (at most)")
     p.add_argument("--min-draft-prob", dest="min_draft_prob", type=float, default=0.0,
-                   help="a chain stops after a draft its drafter gives less than this probability (0 = always gamma)")
+                   help="a chain stops after a draft its drafter gives less than this probability, and a tree "
+                        "expands no such node (0 = always gamma deep)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0, help="0 disables top-k")

@@ -35,6 +35,14 @@ EMBEDDED_PATHS = {
 }
 
 
+def shipped_output(out: str, name: str, target: str, own_data: bool) -> str:
+    """Where a drafter training run writes: `out`, or by default the shipped drafter `name`'s directory, which only
+    a retraining of that drafter (the embedded target, the world's data) may replace."""
+    if not out and (own_data or Path(target).resolve() != EMBEDDED_PATHS["target"]):
+        raise ValueError("--out is required with your own data or target (the default is the shipped drafter)")
+    return out or str(EMBEDDED_PATHS[name])
+
+
 @dataclass
 class TargetSize:
     hidden: int = 192

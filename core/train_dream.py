@@ -33,7 +33,7 @@ from transformers import get_cosine_schedule_with_warmup
 
 from core import training_data
 from core.dream import DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
-from core.embedded import EMBEDDED_PATHS
+from core.embedded import EMBEDDED_PATHS, shipped_output
 from core.self_distill import DistillConfig, load_or_make, training_samples
 from core.train_target import answer_batch
 from core.vlm import VisionLanguageModel
@@ -61,10 +61,7 @@ class DreamTrainConfig:
     feature_noise: float = 0.1  # uniform noise on fed-back features, relative to their RMS
 
     def __post_init__(self):
-        own_target = Path(self.target).resolve() != EMBEDDED_PATHS["target"]
-        if not self.out and (self.data_dir or self.hf_dataset or own_target):
-            raise ValueError("--out is required with your own data or target (the default is the shipped drafter)")
-        self.out = self.out or str(EMBEDDED_PATHS["dream"])
+        self.out = shipped_output(self.out, "dream", self.target, bool(self.data_dir or self.hf_dataset))
         if self.intermediate not in ("entropy", "none"):
             try:
                 fraction = float(self.intermediate)
@@ -212,7 +209,7 @@ def train(cfg: DreamTrainConfig) -> DreamDrafter:
     total = sum(chosen.values())
     drafter.save_pretrained(out, {"target": cfg.target, "distillation": dataset["metadata"]})
     (out / "training_log.json").write_text(json.dumps({
-        "config": asdict(cfg), "data": examples.source if examples is not None else "world",
+        "config": asdict(cfg), "data": training_data.source_name(examples),
         "extraction_seconds": round(extraction_seconds),
         "intermediate_layer_share": {int(k): round(v / total, 4) for k, v in sorted(chosen.items())} if total else {},
         "log": log,

@@ -23,7 +23,7 @@ import torch
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
 from core import training_data, world
-from core.embedded import EMBEDDED_PATHS
+from core.embedded import EMBEDDED_PATHS, shipped_output
 from core.massv import MassvDrafter, multimodal_embeds, visual_features
 from core.self_distill import DistillConfig, distillation_set, training_samples
 from core.train_target import answer_batch, per_sample_loss
@@ -54,10 +54,8 @@ class MassvTrainConfig:
             raise ValueError(f"phase must be 1 or 2, got {self.phase}")
         self.steps = self.steps or (600 if self.phase == 1 else 1200)
         self.lr = self.lr or (2e-3 if self.phase == 1 else 1e-3)
-        own_target = Path(self.target).resolve() != EMBEDDED_PATHS["target"]
-        if not self.out and (self.data_dir or self.hf_dataset or own_target):
-            raise ValueError("--out is required with your own data or target (the default is the shipped drafter)")
-        self.out = self.out or str(EMBEDDED_PATHS["massv-phase1" if self.phase == 1 else "massv"])
+        self.out = shipped_output(self.out, "massv-phase1" if self.phase == 1 else "massv", self.target,
+                                  bool(self.data_dir or self.hf_dataset))
 
 
 def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: Sequence[world.Sample], params, cfg) -> list:
@@ -117,7 +115,7 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
     log = _train_loop(drafter, target, data, params, cfg)
     drafter.model.eval()
     drafter.projector.eval()
-    source = examples.source if examples is not None else "world"
+    source = training_data.source_name(examples)
     drafter.save_pretrained(out, {"phase": cfg.phase, "target": cfg.target, "data": source})
     target.tokenizer.save_pretrained(out)
     (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "data": source, "log": log, **extra},

@@ -81,6 +81,11 @@ def load(data_dir: str = "", hf_dataset: str = "") -> TrainingData | None:
     return None
 
 
+def source_name(examples: TrainingData | None) -> str:
+    """What a trained drafter records as its data: the examples' source, or "world" (the procedural world)."""
+    return examples.source if examples is not None else "world"
+
+
 def from_folder(data_dir: str | Path) -> TrainingData:
     """A folder of images, with a metadata.jsonl or without (then every image gets the default prompt)."""
     folder = Path(data_dir).resolve()  # absolute: a distillation set must find the images from any directory
