@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="massv phase 2, dream: the longest response the target gives (default 64)")
     train.add_argument("--data", help="dream: a self-distillation set to reuse when it matches the target")
     train.add_argument("--intermediate", help="dream: entropy (default), none, or a fixed depth such as 0.5")
+    train.add_argument("--mlp-size", type=int, help="dream: hidden size of the adapter's MLPs (default: the target's)")
+    train.add_argument("--draft-vocab", type=int,
+                       help="dream: propose only the N tokens the target's answers use most (default: every token)")
     train.add_argument("--data-dir", dest="data_dir",
                        help="massv, dream: train on your images: DIR holds them and a metadata.jsonl (file_name, "
                             "prompt, optional answer) instead of the procedural world (core/training_data.py)")

@@ -14,9 +14,12 @@ feature of position i, whose LM-head logits give token i+1. Three blocks:
                                  tanh gates initialised at 0 so training starts from a plain EAGLE drafter
   self-attention decoder layer
 
+The MLPs may be narrower than the target's (`intermediate_size`), and the LM head may be restricted to the tokens
+the target answers with most (`draft_vocab`, EAGLE-3's reduced draft vocabulary): both make a draft step cheaper.
 Only the visual tokens the target's last layer attends to most at prefill (`keep_ratio`, default 0.75) enter
-the cross-attention memory; the target itself still sees every visual token. Drafting is a chain, or with `tree` (greedy decoding) an
-EAGLE-2 dynamic tree that the engine verifies in one forward (core/tree.py). Training: core/train_dream.py.
+the cross-attention memory; the target itself still sees every visual token. Drafting is a chain, or with `tree`
+(greedy decoding) an EAGLE-2 dynamic tree that the engine verifies in one forward (core/tree.py).
+Training: core/train_dream.py.
 """
 
 from __future__ import annotations
@@ -30,8 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
-from transformers import DynamicCache, Qwen2Config
-from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer, Qwen2MLP, Qwen2RMSNorm, Qwen2RotaryEmbedding
+from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
 
 from core.drafters import DraftProposal, keep_drafting
 from core.massv import visual_features
@@ -48,26 +50,98 @@ class DreamConfig:
     hidden_size: int
     num_heads: int
     num_kv_heads: int
-    intermediate_size: int
+    intermediate_size: int  # the adapter's MLPs; the target's own size by default, smaller drafts faster
     rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    draft_vocab: int = 0  # tokens the drafter may propose (the target's most frequent answers); 0: all of them
     keep_ratio: float = 0.75  # share of visual tokens in the cross-attention memory at inference
     intermediate_layer: str = "entropy"  # what the first block was distilled towards (recorded for ablations)
 
     @classmethod
-    def for_target(cls, target: VisionLanguageModel, **overrides) -> DreamConfig:
+    def for_target(cls, target: VisionLanguageModel, mlp_size: int = 0, **overrides) -> DreamConfig:
         text = target.text_config
-        return cls(text.hidden_size, text.num_attention_heads, text.num_key_value_heads, text.intermediate_size,
-                   text.rms_norm_eps, **overrides)
+        return cls(text.hidden_size, text.num_attention_heads, text.num_key_value_heads,
+                   mlp_size or text.intermediate_size, text.rms_norm_eps, **overrides)
 
-    def layer_config(self) -> Qwen2Config:
-        config = Qwen2Config(hidden_size=self.hidden_size, num_attention_heads=self.num_heads,
-                             num_key_value_heads=self.num_kv_heads, intermediate_size=self.intermediate_size,
-                             rms_norm_eps=self.rms_norm_eps, num_hidden_layers=2, vocab_size=1,
-                             max_position_embeddings=8192)
-        # Layers built outside a PreTrainedModel get no attention implementation, and the eager fallback would
-        # add a boolean mask instead of applying it; SDPA takes boolean masks as they are meant.
-        config._attn_implementation = "sdpa"
-        return config
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+class SwiGLU(nn.Module):
+    """Qwen2's MLP, with gate and up projections fused into one matrix."""
+
+    def __init__(self, cfg: DreamConfig):
+        super().__init__()
+        self.gate_up = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class KVCache:
+    """One attention layer's keys and values [B, kv_heads, capacity, head_dim], written in order. Rolling back is
+    lowering `length`: the entries past it are overwritten by the next append."""
+
+    def __init__(self):
+        self.keys = self.values = None
+        self.length = 0
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.length + keys.shape[2]
+        if self.keys is None or end > self.keys.shape[2]:
+            grown = keys.new_zeros(*keys.shape[:2], max(256, 2 * end), keys.shape[3])
+            old_keys, old_values = self.keys, self.values
+            self.keys, self.values = grown, grown.clone()
+            if old_keys is not None:
+                self.keys[:, :, : self.length] = old_keys[:, :, : self.length]
+                self.values[:, :, : self.length] = old_values[:, :, : self.length]
+        self.keys[:, :, self.length:end] = keys
+        self.values[:, :, self.length:end] = values
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+
+class AdapterCache:
+    """The adapter's two self-attention caches, always the same length."""
+
+    def __init__(self):
+        self.first, self.last = KVCache(), KVCache()
+
+    def __len__(self) -> int:
+        return self.first.length
+
+    def crop(self, length: int) -> None:
+        self.first.length = self.last.length = length
+
+
+class SelfAttentionBlock(nn.Module):
+    """Qwen2's decoder layer (RMSNorm, grouped-query self-attention with rotary positions and q/k/v bias, SwiGLU),
+    written out with fused projections: at the embedded width per-op overhead dominates on CPU, where one block
+    measured about twice as fast as transformers' Qwen2DecoderLayer with its generic cache and mask handling."""
+
+    def __init__(self, cfg: DreamConfig):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.attn_norm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.qkv = nn.Linear(cfg.hidden_size, (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, bias=True)
+        self.o = nn.Linear(cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.mlp_norm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = SwiGLU(cfg)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None,
+                cache: KVCache | None) -> torch.Tensor:
+        batch, length, _ = x.shape
+        q, k, v = self.qkv(self.attn_norm(x)).view(batch, length, -1, self.head_dim).transpose(1, 2).split(
+            [self.heads, self.kv_heads, self.kv_heads], dim=1)
+        q, k = apply_rotary_pos_emb(q, k, *rope)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        x = x + self.o(attended.transpose(1, 2).reshape(x.shape))
+        return x + self.mlp(self.mlp_norm(x))
 
 
 class CrossAttentionBlock(nn.Module):
@@ -75,16 +149,15 @@ class CrossAttentionBlock(nn.Module):
 
     def __init__(self, cfg: DreamConfig):
         super().__init__()
-        h, self.heads = cfg.hidden_size, cfg.num_heads
-        self.head_dim = h // cfg.num_heads
-        self.norm = Qwen2RMSNorm(h, cfg.rms_norm_eps)
-        self.memory_norm = Qwen2RMSNorm(h, cfg.rms_norm_eps)
+        h, self.heads, self.head_dim = cfg.hidden_size, cfg.num_heads, cfg.head_dim
+        self.norm = nn.RMSNorm(h, cfg.rms_norm_eps)
+        self.memory_norm = nn.RMSNorm(h, cfg.rms_norm_eps)
         self.q, self.k, self.v, self.o = (nn.Linear(h, h, bias=False) for _ in range(4))
-        self.q_norm = Qwen2RMSNorm(self.head_dim, cfg.rms_norm_eps)
-        self.k_norm = Qwen2RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.q_norm = nn.RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.k_norm = nn.RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.attn_gate = nn.Parameter(torch.zeros(1))
-        self.mlp_norm = Qwen2RMSNorm(h, cfg.rms_norm_eps)
-        self.mlp = Qwen2MLP(cfg.layer_config())
+        self.mlp_norm = nn.RMSNorm(h, cfg.rms_norm_eps)
+        self.mlp = SwiGLU(cfg)
         self.mlp_gate = nn.Parameter(torch.zeros(1))
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,11 +168,14 @@ class CrossAttentionBlock(nn.Module):
         x = self.memory_norm(features)
         return self.k_norm(self._heads(self.k(x))), self._heads(self.v(x))
 
-    def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """mask [B, 1, T, M], True where a query may read a memory entry; rows with no entry read nothing."""
+    def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor | None) -> torch.Tensor:
+        """mask [B, 1, T, M], True where a query may read a memory entry (None: every entry); rows with no entry
+        read nothing."""
         q = self.q_norm(self._heads(self.q(self.norm(x))))
         attended = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-        attended = torch.nan_to_num(attended) * mask.any(-1, keepdim=True)  # an empty memory row gives 0, not NaN
+        if mask is not None:
+            attended = torch.nan_to_num(attended) * mask.any(-1, keepdim=True)  # an empty row gives 0, not NaN
         x = x + torch.tanh(self.attn_gate) * self.o(attended.transpose(1, 2).reshape(x.shape))
         return x + torch.tanh(self.mlp_gate) * self.mlp(self.mlp_norm(x))
 
@@ -108,24 +184,32 @@ class DreamAdapter(nn.Module):
     def __init__(self, cfg: DreamConfig):
         super().__init__()
         self.cfg = cfg
-        layer_cfg = cfg.layer_config()
         self.fuse = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
-        self.first = Qwen2DecoderLayer(layer_cfg, 0)
+        self.first = SelfAttentionBlock(cfg)
         self.cross = CrossAttentionBlock(cfg)
-        self.last = Qwen2DecoderLayer(layer_cfg, 1)
-        self.norm = Qwen2RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.rotary = Qwen2RotaryEmbedding(layer_cfg)
+        self.last = SelfAttentionBlock(cfg)
+        self.norm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        # EAGLE-3's reduced draft vocabulary: the LM head's rows for these ids only (set by training; None: all).
+        self.register_buffer("draft_ids", torch.zeros(cfg.draft_vocab, dtype=torch.long) if cfg.draft_vocab else None)
+        self.register_buffer("inv_freq", 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2) / cfg.head_dim),
+                             persistent=False)
 
-    def forward(self, embeds, prev_features, positions, self_mask, keys, values, memory_mask, cache=None):
-        """embeds, prev_features [B, T, H]; positions [B, T]; self_mask [B, 1, T, cached + T] (True = attend).
-        Returns (first-block states, predicted target features), both [B, T, H]."""
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [B, T, head_dim] for positions [B, T] (rotate-half layout, as Qwen2)."""
+        angles = positions[..., None].float() * self.inv_freq
+        angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def forward(self, embeds, prev_features, positions, self_mask, keys, values, memory_mask,
+                cache: AdapterCache | None = None):
+        """embeds, prev_features [B, T, H]; positions [B, T]; self_mask [B, 1, T, cached + T] (True = attend; None:
+        every cached entry and itself, a single new position). Returns (first-block states, predicted target
+        features), both [B, T, H]."""
         x = self.fuse(torch.cat([embeds, prev_features], dim=-1))
-        rope = self.rotary(x, positions)
-        common = dict(attention_mask=self_mask, position_ids=positions, position_embeddings=rope, cache=cache,
-                      use_cache=cache is not None)
-        early = self.first(x, **common)
+        rope = self.rope(positions, x.dtype)
+        early = self.first(x, rope, self_mask, None if cache is None else cache.first)
         x = self.cross(early, keys, values, memory_mask)
-        x = self.last(x, **common)
+        x = self.last(x, rope, self_mask, None if cache is None else cache.last)
         return early, self.norm(x)
 
 
@@ -165,7 +249,7 @@ class DreamDraftRun:
         self.prompt_embeds = target_embeds(target, request.input_ids.to(self.device),
                                            request.image_mask.unsqueeze(0).to(self.device),
                                            visual_features(session.image_features))[0]
-        self.cache = DynamicCache(config=drafter.adapter.cfg.layer_config())
+        self.cache = AdapterCache()
         self.real = 0  # cache entries computed from real target features
         # Cross-attention memory: which context positions it holds, and their keys / values.
         visual = request.image_mask.nonzero().view(-1)
@@ -203,13 +287,18 @@ class DreamDraftRun:
         """Feed positions start..start+n-1 (after `start` cached entries); returns predicted features [n, H]."""
         n = len(embeds)
         positions = torch.arange(start, start + n, device=self.device)
-        causal = positions.view(-1, 1) >= torch.arange(start + n, device=self.device).view(1, -1)
+        # One new position sees every cached entry: no mask, the cheapest attention call (most draft steps).
+        causal = None if n == 1 else positions.view(-1, 1) >= torch.arange(start + n, device=self.device).view(1, -1)
         return self._forward(embeds, prev, positions, causal)
 
-    def _forward(self, embeds, prev, positions: torch.Tensor, self_mask: torch.Tensor) -> torch.Tensor:
-        memory = self.memory_positions.view(1, -1) < positions.view(-1, 1)
+    def _forward(self, embeds, prev, positions: torch.Tensor, self_mask: torch.Tensor | None) -> torch.Tensor:
+        # The memory holds positions below memory_seen: queries at or past it read all of it (mask None).
+        memory = None
+        if not len(self.memory_positions) or self.memory_seen > int(positions[0]):
+            memory = (self.memory_positions.view(1, -1) < positions.view(-1, 1))[None, None]
         _, out = self.drafter.adapter(embeds.unsqueeze(0), prev.unsqueeze(0), positions.unsqueeze(0),
-                                      self_mask[None, None], self.keys, self.values, memory[None, None], self.cache)
+                                      None if self_mask is None else self_mask[None, None], self.keys, self.values,
+                                      memory, self.cache)
         return out[0]
 
     @torch.no_grad()
@@ -218,8 +307,7 @@ class DreamDraftRun:
         last = len(ids) - 1  # the newest committed token; the target's features cover positions < last
         features = session.features
         self._grow_memory(features)
-        if self.cache.get_seq_length() > self.real:
-            self.cache.crop(self.real - self.cache.get_seq_length())
+        self.cache.crop(self.real)
         # Catch up on committed positions with the target's real features (feature of position i-1 for input i).
         start = self.real
         prev = torch.cat([features.new_zeros(1, features.shape[1]), features])[start:last + 1]
@@ -227,11 +315,10 @@ class DreamDraftRun:
         self.real = last  # position `last` is fed again next time: its output is the first draft's source
         if self.drafter.tree is not None and session.sampling.greedy:
             return self._tree(session, last, predicted[-1:], gamma)
-        lm_head = self.drafter.target.model.get_output_embeddings()
         tokens, probs = [], []
         feature, position = predicted[-1:], last + 1
         for k in range(gamma):
-            q = distribution(lm_head(feature), session.sampling)[0]
+            q = self.drafter.draft_distribution(feature, session.sampling)[0]
             token = sample(q, session.sampling, session.generator)
             tokens.append(token)
             probs.append(q)
@@ -249,19 +336,20 @@ class DreamDraftRun:
         is exactly the chain's rule, core/drafters.keep_drafting) and branches only where it is unsure."""
         shape = self.drafter.tree
         floor = math.log(session.min_draft_prob) if session.min_draft_prob > 0 else -math.inf
-        lm_head = self.drafter.target.model.get_output_embeddings()
-        embed = self.drafter.target.model.get_input_embeddings()
+        drafter = self.drafter
+        embed = drafter.target.model.get_input_embeddings()
         tokens, parents, scores, own, probs, slots = [], [], [], [], [], []  # slots: node -> cache index once fed
         frontier, features, frontier_scores = [-1], root_feature, torch.zeros(1)
         node_features: dict[int, torch.Tensor] = {}
         for level in range(1, depth + 1):
-            logits = lm_head(features)
+            logits = drafter.head(features)
             logp = torch.log_softmax(logits.float(), -1)
-            shown = distribution(logits, session.sampling)
-            top = logp.topk(shape.top_k, dim=-1)
+            shown = drafter.to_vocab(distribution(logits, session.sampling))
+            top = logp.topk(min(shape.top_k, logp.shape[-1]), dim=-1)
+            top_ids = drafter.token_ids(top.indices)
             children = []
             for row, node in enumerate(frontier):
-                for rank, (lp, token) in enumerate(zip(top.values[row].tolist(), top.indices[row].tolist())):
+                for rank, (lp, token) in enumerate(zip(top.values[row].tolist(), top_ids[row].tolist())):
                     if rank > 0 and lp < floor:
                         break
                     children.append(len(tokens))
@@ -278,7 +366,7 @@ class DreamDraftRun:
             frontier = sorted(expandable, key=lambda i: -scores[i])[: shape.top_k]
             if not frontier:
                 break
-            fed_from = self.cache.get_seq_length()
+            fed_from = len(self.cache)
             mask = torch.zeros(len(frontier), fed_from + len(frontier), dtype=torch.bool, device=self.device)
             mask[:, : last + 1] = True  # the committed prefix, root included
             for row, node in enumerate(frontier):
@@ -315,6 +403,30 @@ class DreamDrafter:
         self.tree = tree  # None: chain drafting
         self.keep_ratio = adapter.cfg.keep_ratio if keep_ratio is None else keep_ratio
         keep_visual(torch.ones(1), self.keep_ratio)  # validates the ratio
+        lm_head = target.model.get_output_embeddings()
+        self.vocab_size = lm_head.weight.shape[0]
+        self.draft_ids = adapter.draft_ids  # None: the whole vocabulary
+        rows = slice(None) if self.draft_ids is None else self.draft_ids
+        self.head_weight = lm_head.weight[rows].detach()
+        self.head_bias = None if lm_head.bias is None else lm_head.bias[rows].detach()
+
+    def head(self, features: torch.Tensor) -> torch.Tensor:
+        """Logits [n, K] over the draft vocabulary: the target's LM head, restricted to its rows."""
+        return F.linear(features, self.head_weight, self.head_bias)
+
+    def token_ids(self, indices: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary indices -> token ids."""
+        return indices if self.draft_ids is None else self.draft_ids[indices]
+
+    def to_vocab(self, probs: torch.Tensor) -> torch.Tensor:
+        """[n, K] -> [n, V] probabilities, zero for the tokens outside the draft vocabulary."""
+        if self.draft_ids is None:
+            return probs
+        return probs.new_zeros(len(probs), self.vocab_size).index_copy_(1, self.draft_ids, probs)
+
+    def draft_distribution(self, features: torch.Tensor, sampling) -> torch.Tensor:
+        """[n, V]: what the drafter samples from (the verification's q)."""
+        return self.to_vocab(distribution(self.head(features), sampling))
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: VisionLanguageModel, name: str = "dream",
@@ -328,7 +440,8 @@ class DreamDrafter:
     def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.to(torch.bfloat16).contiguous() for k, v in self.adapter.state_dict().items()},
+        save_file({k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+                   for k, v in self.adapter.state_dict().items()},
                   path / WEIGHTS_FILE)
         (path / CONFIG_FILE).write_text(json.dumps({"adapter": asdict(self.adapter.cfg), **(metadata or {})}, indent=1))
 

@@ -3,6 +3,7 @@ exact cache rollback, visual-token keep ratio, lossless decoding, and training e
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -12,7 +13,8 @@ from core import world
 from core.dream import DreamDrafter, keep_visual, visual_scores
 from core.engine import SpeculativeEngine
 from core.sampling import SamplingConfig
-from core.train_dream import DreamTrainConfig, attention_entropy, train
+from core.train_dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, train
+from core.tree import TreeShape
 from core.vlm import VisionLanguageModel, last_layer_attention
 
 
@@ -108,7 +110,7 @@ def test_attention_entropy_prefers_focused_heads():
 def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir, tiny_target):
     out = tmp_path / "dream"
     cfg = DreamTrainConfig(steps=40, batch=8, prompts=8, target=str(tiny_target_dir), data="", out=str(out),
-                           intermediate="0.5")
+                           intermediate="0.5", mlp_size=48, draft_vocab=40)
     drafter = train(cfg)
     log = json.loads((out / "training_log.json").read_text())
     first, final = log["log"][0], log["log"][-1]
@@ -116,8 +118,12 @@ def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir
     assert final["feature"] < 0.7 * first["feature"]  # the random tiny target's logits are near uniform: KL starts ~0
     assert set(log["intermediate_layer_share"]) == {"0"}
     loaded = DreamDrafter.from_pretrained(out, tiny_target)
+    assert loaded.adapter.cfg.intermediate_size == 48
+    assert loaded.draft_ids.tolist() == drafter.draft_ids.tolist() and len(loaded.draft_ids) <= 40
+    assert set(tiny_target.eos_token_ids) <= set(loaded.draft_ids.tolist())
     for name, tensor in drafter.adapter.state_dict().items():
-        torch.testing.assert_close(loaded.adapter.state_dict()[name], tensor.to(torch.bfloat16).float())
+        expected = tensor.to(torch.bfloat16).float() if tensor.is_floating_point() else tensor
+        torch.testing.assert_close(loaded.adapter.state_dict()[name], expected)
     s = world.sample("heldout", 0)
     engine = SpeculativeEngine(tiny_target)
     assert engine.generate(s.image, s.prompt, loaded, max_new_tokens=8).token_ids == \
@@ -146,3 +152,33 @@ def test_the_adapter_never_reads_the_future(tiny_dream):
         _, after = adapter(later, prev, positions, causal, keys, values, memory)
     torch.testing.assert_close(before[:, :4], after[:, :4])
     assert not torch.allclose(before[:, 4:], after[:, 4:])
+
+
+def test_the_draft_vocabulary_is_the_most_answered_tokens_and_the_stop_tokens():
+    ids = torch.tensor([[1, 5, 5, 7, 9, 0], [1, 9, 9, 9, 3, 0]])
+    predict = torch.tensor([[0, 1, 1, 1, 0, 0], [0, 1, 1, 1, 1, 0]], dtype=torch.bool)  # next tokens: 5 7 9 / 9 9 3 0
+    batch = Batch(ids, torch.ones_like(ids), predict, None, None, None, [])
+    assert draft_vocabulary([batch], 3, stop_ids=[2]).tolist() == [2, 5, 9]  # 9 thrice, then 5 / 7 / 3 / 0 once
+    assert draft_vocabulary([batch], 100, stop_ids=[2]).tolist() == [0, 2, 3, 5, 7, 9]  # no more than were answered
+
+
+def test_a_draft_vocabulary_restricts_the_drafts_and_stays_lossless(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    samples = world.samples("heldout", 3)
+    answered = {t for s in samples for t in engine.generate(s.image, s.prompt, max_new_tokens=12).token_ids}
+    vocab = sorted(answered | set(range(3, 40)))  # what the target says, and tokens it does not
+    adapter = copy.deepcopy(tiny_dream.adapter)
+    adapter.draft_ids = torch.tensor(vocab)
+    for tree in (None, TreeShape(top_k=3, total=10)):
+        drafter = DreamDrafter(adapter, tiny_target, tree=tree)
+        for s in samples:
+            plain = engine.generate(s.image, s.prompt, max_new_tokens=12)
+            spec = engine.generate(s.image, s.prompt, drafter, gamma=3, max_new_tokens=12)
+            assert spec.token_ids == plain.token_ids
+            assert {t for r in spec.rounds for t in r.drafted} <= set(vocab)
+    session, run = _started(engine, DreamDrafter(adapter, tiny_target), samples[0])
+    probs = run.propose(session, 3).probs
+    outside = torch.ones(probs.shape[-1], dtype=torch.bool)
+    outside[vocab] = False
+    assert probs[:, outside].eq(0).all()
+    torch.testing.assert_close(probs.sum(-1), torch.ones(len(probs)))

@@ -28,7 +28,8 @@ last-layer features of the context (visual tokens included) through a gated cros
 distills the target's features; the adapter's first block is pulled towards the intermediate layer whose
 attention entropy is lowest, chosen per token. At inference only the visual tokens the target attends to most
 (75 % by default) enter the cross-attention, and drafts can be an EAGLE-2 dynamic tree verified in one forward
-(greedy decoding); the token view then shows the branch the target accepted.
+(greedy decoding); the token view then shows the branch the target accepted. As in EAGLE-3, the drafter may
+propose from a reduced vocabulary (the tokens the target answers with most), which makes its LM head cheaper.
 
 **REAP** ([arXiv 2510.13999](https://arxiv.org/abs/2510.13999)): prunes Mixture-of-Experts layers by router-weighted
 expert activation, score S_j = mean over routed tokens of g_j(x)·‖f_j(x)‖, and shows that pruning keeps
@@ -46,7 +47,7 @@ values and labels).
 | target | Qwen2.5-VL architecture, ~7.8M parameters, 12 decoder layers, its own vision tower; trained from scratch |
 | text drafter | a 1-layer Qwen2 LM sharing the target's tokenizer; sees the prompt text, not the image |
 | MASSV drafter | that text drafter plus a projector from the target's vision features, trained in MASSV's two phases |
-| DREAM drafter | a 3-block adapter at the target's width (192) on the target's features, trained on its answers |
+| DREAM drafter | a 3-block adapter at the target's width (192, MLPs 256 wide) on the target's features, proposing from the 170 tokens the target answers with; trained on its answers |
 
 They know nothing outside that world: a photograph gets a confident description of shapes that are not there.
 The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute speeds are
