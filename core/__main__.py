@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated drafters; a drafter's options follow a colon: text,dream:keep=0.5,tree=4x32")
     bench.add_argument("--n", type=int, default=40)
     bench.add_argument("--tasks", help="comma-separated task families (default: all)")
+    bench.add_argument("--repeats", type=int, default=1,
+                       help="run each generation this many times and time its fastest (filters machine noise)")
     bench.add_argument("--json", help="write the report here too")
     _add_decoding_options(bench)
     bench.set_defaults(func=_bench_spec)

@@ -8,6 +8,7 @@ import pytest
 
 from core import world
 from core.__main__ import main
+from core.bench_spec import bench as bench_spec
 from core.engine import SpeculativeEngine
 from core.evaluate import exact_match
 from core.registry import DRAFTERS, load_drafter, load_target
@@ -60,12 +61,19 @@ def test_sampled_generation_is_reproducible(engine):
 
 def test_bench_spec_report_schema(tmp_path):
     path = tmp_path / "bench.json"
-    main(["bench-spec", "--drafters", "text", "--n", "4", "--max-new-tokens", "24", "--json", str(path)])
+    main(["bench-spec", "--drafters", "text", "--n", "4", "--max-new-tokens", "24", "--repeats", "2",
+          "--json", str(path)])
     report = json.loads(path.read_text())
     assert set(report) >= {"config", "ar", "drafters"} and report["ar"]["tokens_per_s"] > 0
+    assert report["config"]["repeats"] == 2
     entry = report["drafters"]["text"]
     assert set(entry) >= {"tau", "acceptance_rate", "per_position_acceptance", "speedup", "tokens_per_s",
                           "lossless_mismatches", "per_task", "hf_assisted"}
     assert entry["lossless_mismatches"] == 0 and entry["tau"] >= 1.0
     assert len(entry["per_position_acceptance"]) == 4
     assert set(entry["per_task"]) == set(world.TASKS)
+
+
+def test_bench_spec_needs_at_least_one_repeat():
+    with pytest.raises(ValueError, match="repeats"):
+        bench_spec(["text"], n=1, repeats=0)
