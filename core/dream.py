@@ -33,7 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
-from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
+from transformers.models.qwen2.modeling_qwen2 import rotate_half
 
 from core.drafters import DraftProposal, keep_drafting
 from core.massv import visual_features
@@ -134,9 +134,11 @@ class SelfAttentionBlock(nn.Module):
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None,
                 cache: KVCache | None) -> torch.Tensor:
         batch, length, _ = x.shape
-        q, k, v = self.qkv(self.attn_norm(x)).view(batch, length, -1, self.head_dim).transpose(1, 2).split(
-            [self.heads, self.kv_heads, self.kv_heads], dim=1)
-        q, k = apply_rotary_pos_emb(q, k, *rope)
+        qkv = self.qkv(self.attn_norm(x)).view(batch, length, -1, self.head_dim).transpose(1, 2)
+        cos, sin = rope
+        qk = qkv[:, : self.heads + self.kv_heads]  # queries' and keys' heads rotated together: half the ops
+        q, k = (qk * cos + rotate_half(qk) * sin).split([self.heads, self.kv_heads], dim=1)
+        v = qkv[:, self.heads + self.kv_heads:]
         if cache is not None:
             k, v = cache.append(k, v)
         attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
@@ -195,8 +197,8 @@ class DreamAdapter(nn.Module):
                              persistent=False)
 
     def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [B, T, head_dim] for positions [B, T] (rotate-half layout, as Qwen2)."""
-        angles = positions[..., None].float() * self.inv_freq
+        """cos, sin [B, 1, T, head_dim] for positions [B, T] (rotate-half layout, as Qwen2)."""
+        angles = positions[:, None, :, None].float() * self.inv_freq
         angles = torch.cat([angles, angles], dim=-1)
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
