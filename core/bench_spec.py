@@ -105,9 +105,9 @@ def bench(
     ar_tokens = sum(g.new_tokens for g in ar)
     report = {
         "config": {
-            "model": model, "n": n, "gamma": gamma, "min_draft_prob": min_draft_prob, "temperature": sampling.temperature, "top_p": sampling.top_p,
-            "top_k": sampling.top_k, "tasks": list(tasks), "max_new_tokens": max_new_tokens, "seed": seed,
-            "repeats": repeats,
+            "model": model, "n": n, "gamma": gamma, "min_draft_prob": min_draft_prob,
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
+            "tasks": list(tasks), "max_new_tokens": max_new_tokens, "seed": seed, "repeats": repeats,
             "torch_threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         },
         "ar": {"tokens_per_s": ar_tokens / ar_seconds, "tokens": ar_tokens, "seconds": ar_seconds},

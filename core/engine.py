@@ -144,10 +144,7 @@ class SpeculativeEngine:
     ) -> Iterator[Round]:
         if not 1 <= gamma <= MAX_GAMMA:
             raise ValueError(f"gamma must be between 1 and {MAX_GAMMA}, got {gamma}")
-        if not 0.0 <= min_draft_prob < 1.0:
-            raise ValueError(f"min_draft_prob must be in [0, 1), got {min_draft_prob}")
-        session = self.open(image, prompt, sampling, seed, max_new_tokens, drafter)
-        session.min_draft_prob = min_draft_prob
+        session = self.open(image, prompt, sampling, seed, max_new_tokens, drafter, min_draft_prob)
         start = time.perf_counter()
         first = self._prefill(session)
         yield Round(0, [], [], [], 0, [first], "prefill", 0.0, time.perf_counter() - start)
@@ -176,7 +173,9 @@ class SpeculativeEngine:
     # ------------------------------------------------------------ internals
 
     def open(self, image, prompt: str, sampling: SamplingConfig, seed: int, max_new_tokens: int = 64,
-             drafter: Drafter | None = None) -> Session:
+             drafter: Drafter | None = None, min_draft_prob: float = 0.0) -> Session:
+        if not 0.0 <= min_draft_prob < 1.0:
+            raise ValueError(f"min_draft_prob must be in [0, 1), got {min_draft_prob}")
         context = self.target.text_config.max_position_embeddings
         check_new_tokens(max_new_tokens, context)
         request = self.target.prepare(image, prompt)
@@ -187,7 +186,7 @@ class SpeculativeEngine:
         needed = request.input_ids.shape[1] + max_new_tokens + max(MAX_GAMMA, MAX_TREE_TOKENS) + 1
         return Session(request, sampling, generator, self.target.encode_image(request), self.fast, needed,
                        reads_features=getattr(drafter, "reads_target_features", False),
-                       stop_ids=frozenset(self.target.eos_token_ids))
+                       stop_ids=frozenset(self.target.eos_token_ids), min_draft_prob=min_draft_prob)
 
     def _prefill(self, session: Session) -> int:
         model = self.target.model

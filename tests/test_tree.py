@@ -136,9 +136,9 @@ def test_a_one_wide_tree_drafts_what_the_chain_drafts(tiny_target, tiny_dream):
     for min_draft_prob in (0.0, 0.002, 0.01):
         drafts = []
         for drafter in (tiny_dream, one_wide):
-            session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter)
+            session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter,
+                                  min_draft_prob=min_draft_prob)
             engine._prefill(session)
-            session.min_draft_prob = min_draft_prob
             drafts.append(drafter.start(session).propose(session, 6))
         chain, tree = drafts
         assert tree.tokens == chain.tokens and tree.parents == list(range(-1, len(chain.tokens) - 1))
