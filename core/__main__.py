@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--mlp-size", type=int, help="dream: hidden size of the adapter's MLPs (default: the target's)")
     train.add_argument("--draft-vocab", type=int,
                        help="dream: propose only the N tokens the target's answers use most (default: every token)")
+    train.add_argument("--rollout", type=int,
+                       help="dream: draft depths trained on the adapter's own predicted features (EAGLE-3's "
+                            "training-time test; default 1: teacher forcing only)")
     train.add_argument("--data-dir", dest="data_dir",
                        help="massv, dream: train on your images: DIR holds them and a metadata.jsonl (file_name, "
                             "prompt, optional answer) instead of the procedural world (core/training_data.py)")

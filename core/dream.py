@@ -105,10 +105,11 @@ class KVCache:
 
 
 class AdapterCache:
-    """The adapter's two self-attention caches, always the same length."""
+    """The adapter's two self-attention caches, always the same length. `layer_cache`: KVCache at inference;
+    training's rollout passes use one that concatenates, which autograd can follow (core/train_dream.py)."""
 
-    def __init__(self):
-        self.first, self.last = KVCache(), KVCache()
+    def __init__(self, layer_cache=KVCache):
+        self.first, self.last = layer_cache(), layer_cache()
 
     def __len__(self) -> int:
         return self.first.length

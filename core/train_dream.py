@@ -14,8 +14,11 @@
 3. Training: loss = kl * KL(target || draft) + feature * SmoothL1(draft feature, target feature)
    + intermediate * SmoothL1(first-block state, intermediate feature) (both RMS-normalised), on the positions that
    predict response tokens. Each sample's cross-attention memory keeps a random share (keep_min..1) of its visual
-   tokens, the most attended ones, as at inference; target features fed back as inputs get a little noise (EAGLE),
-   since at inference the adapter reads its own imperfect predictions there.
+   tokens, the most attended ones, as at inference; target features fed back as inputs get a little noise (EAGLE).
+   With `rollout` R > 1 (EAGLE-3's training-time test) the KL and feature terms are averaged over R passes: pass d
+   feeds back the adapter's own predictions of pass d-1 and, through its attention masks, sees exactly what the
+   d+1-th draft of a chain sees at inference (committed positions computed from the target's features, then the
+   drafted ones), so the adapter learns to draft from its own imperfect features, not only from the target's.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from torch.nn import functional as F
 from transformers import get_cosine_schedule_with_warmup
 
 from core import training_data
-from core.dream import DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
+from core.dream import AdapterCache, DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
 from core.embedded import EMBEDDED_PATHS, shipped_output
 from core.self_distill import DistillConfig, load_or_make, training_samples
 from core.train_target import answer_batch
@@ -61,9 +64,12 @@ class DreamTrainConfig:
     intermediate_weight: float = 0.2
     keep_min: float = 0.5
     feature_noise: float = 0.1  # uniform noise on fed-back features, relative to their RMS
+    rollout: int = 1  # draft depths trained (training-time test); 1: every position from the target's features
 
     def __post_init__(self):
         self.out = shipped_output(self.out, "dream", self.target, bool(self.data_dir or self.hf_dataset))
+        if not 1 <= self.rollout <= 8:
+            raise ValueError(f"rollout must be between 1 and 8, got {self.rollout}")
         if self.intermediate not in ("entropy", "none"):
             try:
                 fraction = float(self.intermediate)
@@ -149,17 +155,57 @@ def draft_vocabulary(batches: list[Batch], size: int, stop_ids: list[int]) -> to
     return torch.tensor(sorted(ranked[:size]))
 
 
-def memory_mask(batch: Batch, keep_min: float, rng: random.Random) -> torch.Tensor:
-    """[B, 1, T, T]: query i may read the target feature of position j < i, unless j is a dropped visual token."""
-    length = batch.input_ids.shape[1]
+def readable_memory(batch: Batch, keep_min: float, rng: random.Random) -> torch.Tensor:
+    """[B, T]: the positions whose target features the cross-attention may read: no padding, and of each sample's
+    visual tokens a random share (keep_min..1), the most attended ones, as at inference."""
     readable = batch.attention_mask.bool().clone()
     for b, (visual, scores) in enumerate(batch.visual_scores):
         if len(visual):
             kept = visual[keep_visual(scores, rng.uniform(keep_min, 1.0))]
             readable[b, visual] = False
             readable[b, kept] = True
-    earlier = torch.ones(length, length, dtype=torch.bool).tril(-1)
-    return (earlier[None] & readable[:, None, :]).unsqueeze(1)
+    return readable
+
+
+class StackedKV:
+    """Training's self-attention cache: each rollout pass's keys and values are concatenated after the earlier
+    passes' (KVCache writes in place, which autograd cannot follow)."""
+
+    def __init__(self):
+        self.keys = self.values = None
+        self.length = 0
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.keys is not None:
+            keys, values = torch.cat([self.keys, keys], 2), torch.cat([self.values, values], 2)
+        self.keys, self.values, self.length = keys, values, keys.shape[2]
+        return keys, values
+
+
+def rollout_masks(attention_mask: torch.Tensor, readable: torch.Tensor, depth: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masks of rollout pass `depth`, whose query i stands for the (depth+1)-th draft of a chain that starts at the
+    committed position c = i - depth. Self-attention [B, 1, T, (depth+1) T] over the passes' keys in order: pass 0's
+    (from the target's features) up to c, then pass q's key at c + q, the drafted positions in between. Memory
+    [B, 1, T, T]: the target features of positions before c, all the target has computed by then."""
+    batch, length = attention_mask.shape
+    i, j = torch.arange(length).view(-1, 1), torch.arange(length).view(1, -1)
+    blocks = [(j <= i - depth)[None] & attention_mask.bool()[:, None, :]]
+    blocks += [(j == i - depth + q).expand(batch, length, length) for q in range(1, depth + 1)]
+    memory = (j < i - depth)[None] & readable[:, None, :]
+    return torch.cat(blocks, -1).unsqueeze(1), memory.unsqueeze(1)
+
+
+def rollout(adapter: DreamAdapter, batch: Batch, prev: torch.Tensor, readable: torch.Tensor, passes: int):
+    """Yield (depth, first-block states, predicted features) for each rollout pass; pass 0 reads `prev` (the
+    target's features of the previous positions), pass d the predictions of pass d-1."""
+    positions = torch.arange(prev.shape[1]).expand(len(prev), -1)
+    keys, values = adapter.cross.memory(batch.features)
+    cache = AdapterCache(StackedKV)
+    for depth in range(passes):
+        self_mask, memory_mask = rollout_masks(batch.attention_mask, readable, depth)
+        early, draft = adapter(batch.embeds, prev, positions, self_mask, keys, values, memory_mask, cache)
+        yield depth, early, draft
+        prev = torch.cat([torch.zeros_like(draft[:, :1]), draft[:, :-1]], dim=1)
 
 
 def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, rng: random.Random) -> dict:
@@ -168,25 +214,23 @@ def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, 
     if cfg.feature_noise:
         rms = prev.pow(2).mean(-1, keepdim=True).sqrt()
         prev = prev + (torch.rand_like(prev) * 2 - 1) * cfg.feature_noise * rms
-    length = features.shape[1]
-    positions = torch.arange(length).expand(len(features), -1)
-    causal = torch.ones(length, length, dtype=torch.bool).tril()
-    self_mask = (causal[None] & batch.attention_mask.bool()[:, None, :]).unsqueeze(1)
-    keys, values = adapter.cross.memory(features)
-    early, draft = adapter(batch.embeds, prev, positions, self_mask, keys, values, memory_mask(batch, cfg.keep_min, rng))
-    where = batch.predict
-    target_logp = F.log_softmax(lm_head(features[where]).float(), -1)
-    draft_logp = F.log_softmax(lm_head(draft[where]).float(), -1)
-    out = {
-        "kl": F.kl_div(draft_logp, target_logp, log_target=True, reduction="batchmean"),
-        "feature": F.smooth_l1_loss(draft[where], features[where]),
-        "accuracy": (draft_logp.argmax(-1) == target_logp.argmax(-1)).float().mean(),
-    }
-    if batch.intermediate is not None:
-        # Compared RMS-normalised: raw residual-stream states are large (the term was ~8-30 against a KL of 0.03-0.3
-        # and drowned it); what the first block should learn is the intermediate layer's direction.
-        unit = lambda x: F.rms_norm(x, x.shape[-1:])  # noqa: E731
-        out["intermediate"] = F.smooth_l1_loss(unit(early[where]), unit(batch.intermediate[where]))
+    out = {"kl": 0.0, "feature": 0.0}
+    for depth, early, draft in rollout(adapter, batch, prev, readable_memory(batch, cfg.keep_min, rng), cfg.rollout):
+        # Positions whose chain starts inside the prompt never occur at inference (the target answers first).
+        where = batch.predict.clone()
+        where[:, :depth] = False
+        where[:, depth:] &= batch.predict[:, : where.shape[1] - depth]
+        target_logp = F.log_softmax(lm_head(features[where]).float(), -1)
+        draft_logp = F.log_softmax(lm_head(draft[where]).float(), -1)
+        out["kl"] = out["kl"] + F.kl_div(draft_logp, target_logp, log_target=True, reduction="batchmean") / cfg.rollout
+        out["feature"] = out["feature"] + F.smooth_l1_loss(draft[where], features[where]) / cfg.rollout
+        out["accuracy" if depth == 0 else f"accuracy_{depth + 1}"] = \
+            (draft_logp.argmax(-1) == target_logp.argmax(-1)).float().mean()
+        if depth == 0 and batch.intermediate is not None:
+            # Compared RMS-normalised: raw residual-stream states are large (the term was ~8-30 against a KL of
+            # 0.03-0.3 and drowned it); what the first block should learn is the intermediate layer's direction.
+            unit = lambda x: F.rms_norm(x, x.shape[-1:])  # noqa: E731
+            out["intermediate"] = F.smooth_l1_loss(unit(early[where]), unit(batch.intermediate[where]))
     return out
 
 

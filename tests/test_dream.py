@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from core import world
-from core.dream import DreamDrafter, keep_visual, visual_scores
+from core.dream import AdapterCache, DreamDrafter, keep_visual, visual_scores
 from core.engine import SpeculativeEngine
 from core.sampling import SamplingConfig
-from core.train_dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, train
+from core.train_dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, rollout, train
 from core.tree import TreeShape
 from core.vlm import VisionLanguageModel, last_layer_attention
 
@@ -152,6 +152,41 @@ def test_the_adapter_never_reads_the_future(tiny_dream):
         _, after = adapter(later, prev, positions, causal, keys, values, memory)
     torch.testing.assert_close(before[:, :4], after[:, :4])
     assert not torch.allclose(before[:, 4:], after[:, 4:])
+
+
+def test_each_rollout_pass_sees_what_that_draft_depth_sees_at_inference(tiny_dream):
+    """Training-time test: pass d at position c + d equals the (d+1)-th draft of a chain whose newest committed
+    position is c, computed step by step as DreamDraftRun does (catch-up on the target's features, then one position
+    per draft on the adapter's own), for each sample of a right-padded batch."""
+    adapter = copy.deepcopy(tiny_dream.adapter)
+    with torch.no_grad():  # open the cross-attention gates, so the memory masks matter too
+        adapter.cross.attn_gate.fill_(0.8)
+        adapter.cross.mlp_gate.fill_(0.5)
+    torch.manual_seed(0)
+    width, length = adapter.cfg.hidden_size, 10
+    embeds, features = torch.randn(2, length, width), torch.randn(2, length, width)
+    attention_mask = torch.ones(2, length, dtype=torch.long)
+    attention_mask[1, 7:] = 0  # the second sample is 7 positions long
+    batch = Batch(torch.zeros(2, length, dtype=torch.long), attention_mask, attention_mask.bool(), embeds, features,
+                  None, [])
+    prev = torch.cat([torch.zeros_like(features[:, :1]), features[:, :-1]], dim=1)
+    with torch.no_grad():
+        passes = [draft for _, _, draft in rollout(adapter, batch, prev, attention_mask.bool(), 3)]
+        for b, committed in ((0, 5), (1, 4)):
+            keys, values = adapter.cross.memory(features[b:b + 1, :committed])  # features of positions < c
+            positions = torch.arange(committed + 1)
+            causal = (positions[:, None] >= positions[None])[None, None]
+            memory = (torch.arange(committed)[None] < positions[:, None])[None, None]
+            cache = AdapterCache()
+            _, out = adapter(embeds[b:b + 1, :committed + 1], prev[b:b + 1, :committed + 1], positions[None], causal,
+                             keys, values, memory, cache)
+            feature = out[:, -1:]
+            torch.testing.assert_close(feature, passes[0][b:b + 1, committed:committed + 1])
+            for depth in (1, 2):
+                position = committed + depth
+                _, feature = adapter(embeds[b:b + 1, position:position + 1], feature, torch.tensor([[position]]), None,
+                                     keys, values, None, cache)
+                torch.testing.assert_close(feature, passes[depth][b:b + 1, position:position + 1])
 
 
 def test_the_draft_vocabulary_is_the_most_answered_tokens_and_the_stop_tokens():
