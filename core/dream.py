@@ -380,7 +380,8 @@ class DreamDraftRun:
                     ancestor = parents[ancestor]
             prev = torch.stack([root_feature[0] if parents[n] < 0 else node_features[parents[n]] for n in frontier])
             out = self._forward(embed(torch.tensor([tokens[n] for n in frontier], device=self.device)), prev,
-                                torch.full((len(frontier),), last + level, device=self.device), mask)
+                                torch.full((len(frontier),), last + level, device=self.device),
+                                None if mask.all() else mask)  # one branch so far: a plain step
             node_features.update(zip(frontier, out))
             features, frontier_scores = out, torch.tensor([scores[n] for n in frontier])
         chosen = set(sorted(range(len(tokens)), key=lambda i: -scores[i])[: shape.total])

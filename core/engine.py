@@ -28,7 +28,7 @@ from core.drafters import DraftProposal, Drafter
 from core.fast_path import FastPath, key_length
 from core.limits import check_new_tokens
 from core.sampling import SamplingConfig, distribution, match_vocab, sample, verify
-from core.tree import MAX_TREE_TOKENS, depths, greedy_path, keep_rows, verify_mask
+from core.tree import MAX_TREE_TOKENS, depths, greedy_path, is_chain, keep_rows, verify_mask
 from core.vlm import Request, VisionLanguageModel, decode_positions
 
 MAX_GAMMA = 16
@@ -243,7 +243,8 @@ class SpeculativeEngine:
         t0 = time.perf_counter()
         proposal = run.propose(session, gamma)
         t1 = time.perf_counter()
-        if proposal.parents is not None:
+        # A tree that narrowed to one branch is verified as a chain: causal attention, no tree mask or cache compaction.
+        if proposal.parents is not None and not is_chain(proposal.parents):
             return self._tree_round(session, proposal, max_new_tokens, t0, t1)
         drafted = proposal.tokens  # up to gamma: a chain may stop early (core/drafters.py, keep_drafting)
         logits, states = self._target_forward(session, session.generated[-1:] + drafted)

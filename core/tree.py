@@ -52,6 +52,11 @@ def depths(parents: list[int]) -> list[int]:
     return out
 
 
+def is_chain(parents: list[int]) -> bool:
+    """Whether the tree is a single branch (each node the child of the one before)."""
+    return all(p == i - 1 for i, p in enumerate(parents))
+
+
 def ancestry(parents: list[int]) -> torch.Tensor:
     """[N, N] bool: node i may attend to node j (j is i or one of its ancestors)."""
     n = len(parents)

@@ -146,6 +146,17 @@ def test_a_one_wide_tree_drafts_what_the_chain_drafts(tiny_target, tiny_dream):
     assert len(lengths) > 1  # the bar did cut some drafts short
 
 
+def test_a_tree_that_narrowed_to_one_branch_is_verified_as_a_chain(tiny_target, tiny_dream):
+    engine = SpeculativeEngine(tiny_target)
+    one_wide = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=1, total=8))
+    s = world.sample("heldout", 1)
+    chain = engine.generate(s.image, s.prompt, tiny_dream, gamma=4, max_new_tokens=16)
+    tree = engine.generate(s.image, s.prompt, one_wide, gamma=4, max_new_tokens=16)
+    assert tree.token_ids == chain.token_ids
+    assert [(r.drafted, r.accepted, r.kind, r.parents) for r in tree.rounds] == \
+        [(r.drafted, r.accepted, r.kind, None) for r in chain.rounds]
+
+
 def test_min_draft_prob_narrows_dream_trees_and_stays_lossless(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=4, total=16))
