@@ -216,10 +216,11 @@ class DreamAdapter(nn.Module):
         return early, self.norm(x)
 
 
-def visual_scores(attention: torch.Tensor, visual: torch.Tensor) -> torch.Tensor:
-    """Attention each visual token receives ([L, L] head-averaged, `visual` = their positions), averaged over
-    the queries after the image: they all see every visual token, so no token is favoured by its place."""
-    return attention[int(visual.max()) + 1:, visual].mean(0)
+def visual_scores(attention: torch.Tensor, visual: torch.Tensor, first_query: int = 0) -> torch.Tensor:
+    """Attention each visual token receives ([Q, L] head-averaged, rows = queries first_query.., `visual` = their
+    positions), averaged over the queries after the image: they all see every visual token, so no token is favoured
+    by its place."""
+    return attention[int(visual.max()) + 1 - first_query:, visual].mean(0)
 
 
 def keep_visual(scores: torch.Tensor, keep_ratio: float) -> torch.Tensor:
@@ -258,8 +259,10 @@ class DreamDraftRun:
         visual = request.image_mask.nonzero().view(-1)
         dropped = set()
         if len(visual) and keep_ratio < 1.0:
-            attention = last_layer_attention(target, session.prefill_states, session.prefill_positions)
-            scores = visual_scores(attention, visual)
+            after_image = int(visual.max()) + 1  # only these queries' rows are needed
+            attention = last_layer_attention(target, session.prefill_states, session.prefill_positions,
+                                             session.cache.layers[-1].keys, after_image)
+            scores = visual_scores(attention, visual, after_image)
             kept = set(visual[keep_visual(scores, keep_ratio)].tolist())
             dropped = set(visual.tolist()) - kept
         self.dropped = dropped

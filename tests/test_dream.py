@@ -36,9 +36,13 @@ def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
     with torch.no_grad():
         out = eager.model(input_ids=request.input_ids, position_ids=positions, pixel_values=request.pixel_values,
                           image_grid_thw=request.image_grid_thw, mm_token_type_ids=request.mm_token_type_ids,
-                          output_hidden_states=True, output_attentions=True)
+                          output_hidden_states=True, output_attentions=True, use_cache=True)
         recomputed = last_layer_attention(eager, out.hidden_states, positions)
-    torch.testing.assert_close(recomputed, out.attentions[-1].mean(1)[0], atol=1e-5, rtol=1e-4)
+        after_image = int(request.image_mask.nonzero().max()) + 1
+        from_cache = last_layer_attention(eager, out.hidden_states, positions, out.cache.layers[-1].keys, after_image)
+    expected = out.attentions[-1].mean(1)[0]
+    torch.testing.assert_close(recomputed, expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(from_cache, expected[after_image:], atol=1e-5, rtol=1e-4)
 
 
 def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dream):
