@@ -1,6 +1,6 @@
 """Train the DREAM adapter by distilling the target's features on its own responses.
 
-    python -m core train dream [--steps N] [--intermediate entropy|none|0.25|0.5|0.75] [--data SET.json]
+    python -m core train dream [--steps N] [--intermediate entropy|none|0.25|0.5|0.75] [--rollout R] [--data SET.json]
     python -m core train dream --data-dir DIR --target TARGET --out OUT      # on your own images
 
 1. Data: a self-distillation set (core/self_distill.py; MASSV phase 2's set is reused when it matches the target
@@ -220,6 +220,8 @@ def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, 
         where = batch.predict.clone()
         where[:, :depth] = False
         where[:, depth:] &= batch.predict[:, : where.shape[1] - depth]
+        if not where.any():  # no answer in the batch is this long
+            continue
         target_logp = F.log_softmax(lm_head(features[where]).float(), -1)
         draft_logp = F.log_softmax(lm_head(draft[where]).float(), -1)
         out["kl"] = out["kl"] + F.kl_div(draft_logp, target_logp, log_target=True, reduction="batchmean") / cfg.rollout

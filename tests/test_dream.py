@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from core import world
 from core.dream import AdapterCache, DreamDrafter, keep_visual, visual_scores
 from core.engine import SpeculativeEngine
 from core.sampling import SamplingConfig
-from core.train_dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, rollout, train
+from core.train_dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, losses, rollout, train
 from core.tree import TreeShape
 from core.vlm import VisionLanguageModel, last_layer_attention
 
@@ -114,7 +115,7 @@ def test_attention_entropy_prefers_focused_heads():
 def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir, tiny_target):
     out = tmp_path / "dream"
     cfg = DreamTrainConfig(steps=40, batch=8, prompts=8, target=str(tiny_target_dir), data="", out=str(out),
-                           intermediate="0.5", mlp_size=48, draft_vocab=40)
+                           intermediate="0.5", mlp_size=48, draft_vocab=40, rollout=2)
     drafter = train(cfg)
     log = json.loads((out / "training_log.json").read_text())
     first, final = log["log"][0], log["log"][-1]
@@ -134,9 +135,11 @@ def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir
         engine.generate(s.image, s.prompt, max_new_tokens=8).token_ids
 
 
-def test_bad_intermediate_setting_is_rejected():
+def test_bad_training_settings_are_rejected():
     with pytest.raises(ValueError, match="intermediate"):
         DreamTrainConfig(intermediate="middle")
+    with pytest.raises(ValueError, match="rollout"):
+        DreamTrainConfig(rollout=0)
 
 
 def test_the_adapter_never_reads_the_future(tiny_dream):
@@ -191,6 +194,27 @@ def test_each_rollout_pass_sees_what_that_draft_depth_sees_at_inference(tiny_dre
                 _, feature = adapter(embeds[b:b + 1, position:position + 1], feature, torch.tensor([[position]]), None,
                                      keys, values, None, cache)
                 torch.testing.assert_close(feature, passes[depth][b:b + 1, position:position + 1])
+
+
+def test_rollout_losses_score_each_depth_that_some_answer_reaches(tiny_dream):
+    adapter = copy.deepcopy(tiny_dream.adapter)
+    width, length = adapter.cfg.hidden_size, 9
+    lm_head = torch.nn.Linear(width, 16, bias=False)
+    torch.manual_seed(0)
+    ids = torch.zeros(2, length, dtype=torch.long)
+    predict = torch.zeros(2, length, dtype=torch.bool)
+    predict[0, 3:] = True  # a six-token answer
+    predict[1, 5] = True  # an empty one: only its end of sequence, predicted at the last prompt position
+    batch = Batch(ids, torch.ones_like(ids), predict, torch.randn(2, length, width), torch.randn(2, length, width),
+                  None, [])
+    cfg = DreamTrainConfig(rollout=3)
+    parts = losses(adapter, lm_head, batch, cfg, random.Random(0))
+    assert {"kl", "feature", "accuracy", "accuracy_2", "accuracy_3"} == set(parts)
+    (parts["kl"] + parts["feature"]).backward()
+    assert all(torch.isfinite(p.grad).all() for p in adapter.parameters() if p.grad is not None)
+    short = Batch(ids[1:], torch.ones_like(ids[1:]), predict[1:], batch.embeds[1:], batch.features[1:], None, [])
+    parts = losses(adapter, lm_head, short, cfg, random.Random(0))  # no chain goes past its first draft
+    assert set(parts) == {"kl", "feature", "accuracy"} and torch.isfinite(parts["kl"] + parts["feature"])
 
 
 def test_the_draft_vocabulary_is_the_most_answered_tokens_and_the_stop_tokens():
