@@ -316,7 +316,9 @@ class DreamDraftRun:
         self.cache.crop(self.real)
         # Catch up on committed positions with the target's real features (feature of position i-1 for input i).
         start = self.real
-        prev = torch.cat([features.new_zeros(1, features.shape[1]), features])[start:last + 1]
+        prev = features[max(start - 1, 0):last]
+        if start == 0:  # the first position has no previous feature
+            prev = torch.cat([features.new_zeros(1, features.shape[1]), prev])
         predicted = self._step(self._embed(ids, start), prev, start)
         self.real = last  # position `last` is fed again next time: its output is the first draft's source
         if self.drafter.tree is not None and session.sampling.greedy:
