@@ -139,27 +139,20 @@ class VisionLanguageModel:
 
 
 def last_layer_attention(vlm: VisionLanguageModel, hidden_states: tuple[torch.Tensor, ...], positions: torch.Tensor,
-                         keys: torch.Tensor | None = None, first_query: int = 0) -> torch.Tensor:
+                         keys: torch.Tensor, first_query: int = 0) -> torch.Tensor:
     """[L - first_query, L] attention of the target's last layer (mean over heads) from the prompt's queries
     first_query.. to every position, recomputed from the layer's input (`hidden_states[-2]` of a forward with
-    output_hidden_states), so prefill can keep its fast attention kernel. `keys`: the layer's cached (rotated) keys
-    [1, kv_heads, >= L, head_dim], which spare recomputing them; None: recomputed too."""
+    output_hidden_states) and its cached, already rotated keys [1, kv_heads, >= L, head_dim], so prefill can keep
+    its fast attention kernel."""
     text = vlm.model.model.language_model
     layer = text.layers[-1]
     attn = layer.self_attn
     length = hidden_states[-2].shape[1]
-    x = layer.input_layernorm(hidden_states[-2] if keys is None else hidden_states[-2][:, first_query:])
-    heads = lambda proj: proj(x).view(*x.shape[:2], -1, attn.head_dim).transpose(1, 2)  # noqa: E731
-    if keys is None:
-        cos, sin = text.rotary_emb(x, positions[1:].to(x.device))
-        q, keys = vlm.family.apply_rotary(heads(attn.q_proj), heads(attn.k_proj), cos, sin)
-        q = q[:, :, first_query:]
-    else:
-        cos, sin = text.rotary_emb(x, positions[1:, :, first_query:].to(x.device))
-        q = heads(attn.q_proj)
-        q, _ = vlm.family.apply_rotary(q, q[:, :1], cos, sin)  # the keys come rotated from the cache
-        keys = keys[:, :, :length]
-    keys = keys.repeat_interleave(q.shape[1] // keys.shape[1], dim=1)
+    x = layer.input_layernorm(hidden_states[-2][:, first_query:])
+    q = attn.q_proj(x).view(*x.shape[:2], -1, attn.head_dim).transpose(1, 2)
+    cos, sin = text.rotary_emb(x, positions[1:, :, first_query:].to(x.device))
+    q, _ = vlm.family.apply_rotary(q, q[:, :1], cos, sin)  # the keys come rotated from the cache
+    keys = keys[:, :, :length].repeat_interleave(q.shape[1] // keys.shape[1], dim=1)
     scores = (q @ keys.transpose(-1, -2)).float() * attn.scaling
     future = torch.ones(length, length, dtype=torch.bool, device=scores.device).triu(1)[first_query:]
     return scores.masked_fill(future, float("-inf")).softmax(-1).mean(1)[0]

@@ -38,12 +38,13 @@ def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
         out = eager.model(input_ids=request.input_ids, position_ids=positions, pixel_values=request.pixel_values,
                           image_grid_thw=request.image_grid_thw, mm_token_type_ids=request.mm_token_type_ids,
                           output_hidden_states=True, output_attentions=True, use_cache=True)
-        recomputed = last_layer_attention(eager, out.hidden_states, positions)
+        keys = out.cache.layers[-1].keys
+        recomputed = last_layer_attention(eager, out.hidden_states, positions, keys)
         after_image = int(request.image_mask.nonzero().max()) + 1
-        from_cache = last_layer_attention(eager, out.hidden_states, positions, out.cache.layers[-1].keys, after_image)
+        after = last_layer_attention(eager, out.hidden_states, positions, keys, after_image)
     expected = out.attentions[-1].mean(1)[0]
     torch.testing.assert_close(recomputed, expected, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(from_cache, expected[after_image:], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(after, expected[after_image:], atol=1e-5, rtol=1e-4)
 
 
 def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dream):
@@ -90,7 +91,9 @@ def test_keep_ratio_keeps_the_most_attended_visual_tokens(tiny_target, tiny_drea
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=0.5)
     session, run = _started(engine, drafter, world.sample("heldout", 7))
     visual = session.request.image_mask.nonzero().view(-1)
-    scores = visual_scores(last_layer_attention(tiny_target, session.prefill_states, session.prefill_positions), visual)
+    keys = session.cache.layers[-1].keys
+    scores = visual_scores(last_layer_attention(tiny_target, session.prefill_states, session.prefill_positions, keys),
+                           visual)
     assert len(run.dropped) == len(visual) - round(0.5 * len(visual))
     weakest_kept = min(scores[i] for i, p in enumerate(visual.tolist()) if p not in run.dropped)
     assert all(scores[i] <= weakest_kept for i, p in enumerate(visual.tolist()) if p in run.dropped)
