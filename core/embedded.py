@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from core import world
+from core.loading import save_bf16
 from core.tokenizer import train_tokenizer
 from core.vlm import VisionLanguageModel
 
@@ -145,8 +146,7 @@ def new_text_drafter(tokenizer, size: DrafterSize = DrafterSize()) -> Qwen2ForCa
 def save_vlm(vlm: VisionLanguageModel, path: Path) -> None:
     """A normal HF directory (config, bf16 safetensors, tokenizer, image processor)."""
     path.mkdir(parents=True, exist_ok=True)
-    vlm.model.to(torch.bfloat16).save_pretrained(path)
-    vlm.model.float()
+    save_bf16(vlm.model, path)
     vlm.tokenizer.save_pretrained(path)
     vlm.image_processor.save_pretrained(path)
 

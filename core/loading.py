@@ -7,6 +7,8 @@ security switches, read from the environment at load time.
 - SPACE_ID (set by Hugging Face Spaces): a public server, so only presets load (core/presets.py) unless
   SPECULUM_ALLOW_ANY_MODEL=1;
 - weights are read from safetensors only (never pickle).
+
+`save_bf16` writes a model in the shipped format (bfloat16 safetensors) without changing its dtype in memory.
 """
 
 from __future__ import annotations
@@ -67,6 +69,14 @@ class LoadOptions:
     def file_kwargs(self) -> dict:
         """Keyword arguments for tokenizers and processors (no weights, so no dtype or device)."""
         return {"trust_remote_code": trust_remote_code(), "cache_dir": self.cache_dir}
+
+
+def save_bf16(model, path) -> None:
+    """save_pretrained in bfloat16, leaving `model` in its own dtype. Its weights are then exactly the ones written
+    (rounded to bfloat16), so what a training run evaluates after saving is what ships."""
+    dtype = model.dtype
+    model.to(torch.bfloat16).save_pretrained(path)
+    model.to(dtype)
 
 
 if __name__ == "__main__":

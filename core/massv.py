@@ -21,7 +21,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from core.drafters import CachedPrefix, TextDraftRun
-from core.loading import LoadOptions
+from core.loading import LoadOptions, save_bf16
 
 PROJECTOR_FILE = "projector.safetensors"
 MASSV_CONFIG = "massv_config.json"
@@ -71,8 +71,7 @@ class MassvDrafter:
 
     def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
         path = Path(path)
-        self.model.to(torch.bfloat16).save_pretrained(path)
-        self.model.float()
+        save_bf16(self.model, path)
         save_file({k: v.to(torch.bfloat16).contiguous() for k, v in self.projector.state_dict().items()},
                   path / PROJECTOR_FILE)
         vision_width = self.projector[0].in_features

@@ -18,6 +18,7 @@ from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 
 from core import world
 from core.embedded import EMBEDDED_PATHS, DrafterSize, new_text_drafter
+from core.loading import save_bf16
 from core.train_target import answer_batch, per_sample_loss
 
 
@@ -52,7 +53,7 @@ def train(cfg: DrafterTrainConfig, size: DrafterSize = DrafterSize()):
             log.append({"step": step, "loss": round(loss.item(), 4), "seconds": round(time.time() - start)})
             print(log[-1], flush=True)
     out = Path(cfg.out)
-    model.eval().to(torch.bfloat16).save_pretrained(out)
+    save_bf16(model.eval(), out)
     tokenizer.save_pretrained(out)
     (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log}, indent=1))
     return model

@@ -165,7 +165,7 @@ def bench_reap_api(url: str, method: str) -> dict:
         first, total = [], []
         for ratio in REAP_RATIOS:
             start = time.perf_counter()
-            for i, _event in enumerate(client.submit(REAP_MODEL, "mixed", method, ratio, api_name="/reap")):
+            for i, _event in enumerate(client.submit(REAP_MODEL, "mixed", method, ratio, "layer", 0, api_name="/reap")):
                 if i == 0:
                     first.append(time.perf_counter() - start)
             total.append(time.perf_counter() - start)

@@ -84,7 +84,8 @@ class Session:
             _, verdict, summary = self.client.predict(handle_file(self.image), self.prompt, [self.drafter], 4,
                                                       self.cfg.max_new_tokens, api_name="/race")
             return verdict, [[row[0], row[2], row[-1]] for row in summary["data"]]  # lane, target forwards, same
-        job = self.client.submit("embedded", self.cfg.calibration, self.method, self.ratio, api_name="/reap")
+        job = self.client.submit("embedded", self.cfg.calibration, self.method, self.ratio, "layer", 0,
+                                 api_name="/reap")
         job.result()
         return [out[2] for out in job.outputs() if isinstance(out[2], dict) and "data" in out[2]][-1]["data"]
 

@@ -91,8 +91,13 @@ TABLE = [
     Bad("ratio leaving fewer experts than top-k", {"ratio": 0.9375}, "reap", "greater than maximum value 0.875",
         "fewer than top-k = 2"),
     Bad("unknown pruning method", {"method": "magic"}, "reap", CHOICES, "invalid choice: 'magic'"),
-    Bad("unknown calibration set", {"calibration": "poetry"}, "reap", CHOICES,
-        "'poetry' is neither a domain .* nor an existing text file"),
+    Bad("unknown calibration set", {"calibration": "poetry"}, "reap", "unknown calibration 'poetry'",
+        "'poetry' is not a domain .* nor an existing text file"),
+    Bad("calibration mixture with a negative weight", {"calibration": "code:-1,math:1"}, "reap",
+        "each part must be NAME:WEIGHT with a positive weight", "each part must be NAME:WEIGHT with a positive weight"),
+    Bad("more super experts protected than the model has", {"protect": 1000}, "reap",
+        "cannot protect 1000 super experts: the model has 64 routed experts",
+        "cannot protect 1000 super experts: the model has 64 routed experts"),
 ]
 # After these the test also checks that the app still answers a good request.
 HEAVY = {"20000 x 20000 image (PIL's own bomb limit)", "8000 x 8000 image (under PIL's limit, over ours)",
@@ -103,13 +108,13 @@ GOOD = {
                  "top_p": 1.0, "seed": 0, "max_new": MAX_NEW, "keep": 0.75, "drafting": "chain", "tree_top_k": 4,
                  "tree_total": 16},
     "race": {"image": "world.png", "drafters": ["text"], "gamma": 4, "max_new": MAX_NEW},
-    "reap": {"model": "embedded", "calibration": "math", "method": "reap", "ratio": 0.5},
+    "reap": {"model": "embedded", "calibration": "math", "method": "reap", "ratio": 0.5, "scope": "layer", "protect": 0},
 }
 ORDER = {  # the endpoints' positional inputs
     "generate": ("image", "prompt", "model", "drafter", "gamma", "temperature", "top_p", "seed", "max_new", "keep",
                  "drafting", "tree_top_k", "tree_total"),
     "race": ("image", "prompt", "drafters", "gamma", "max_new"),
-    "reap": ("model", "calibration", "method", "ratio"),
+    "reap": ("model", "calibration", "method", "ratio", "scope", "protect"),
 }
 OUTPUT = {"generate": 4, "race": 1, "reap": 0}  # the output holding the answer: text, verdict, summary
 assert len(TABLE) >= 25 and set(HEAVY) <= {row.kind for row in TABLE}
@@ -225,7 +230,8 @@ def cli_argv(row: Bad, values: dict, files, scores_dir: Path, tmp_path: Path) ->
         if "calibration" in row.input:  # scoring is where a calibration set is named
             return ["reap", "score", "--calib", values["calibration"], "--tokens", "512", "--out", str(tmp_path / "s")]
         return ["reap", "prune", "--scores", str(scores_dir), "--method", values["method"],
-                "--ratio", str(values["ratio"]), "--out", str(tmp_path / "pruned")]
+                "--ratio", str(values["ratio"]), "--scope", values["scope"],
+                "--protect-super-experts", str(values["protect"]), "--out", str(tmp_path / "pruned")]
     drafter = values["drafter"] if row.where == "generate" else ",".join(values["drafters"])
     if "weights" in values:
         drafter += f":weights={files[values['weights']]}"

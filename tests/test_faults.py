@@ -21,8 +21,8 @@ from gradio_client.exceptions import AppError
 from core import registry
 from core.embedded import EMBEDDED_PATHS
 from core.presets import VLM_PRESETS, DrafterSource
+from core.reap.checkpoint import atomic_save
 from core.reap.lab import Lab, LabConfig
-from core.reap.prune import atomic_save
 from core.reap.quality import QualityConfig
 from core.reap.scores import ScoreConfig
 from ui import models, spec_tab

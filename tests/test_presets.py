@@ -19,8 +19,8 @@ from core.embedded import new_target, save_vlm
 from core.engine import SpeculativeEngine
 from core.loading import LoadOptions
 from core.reap import lab as reap_lab
+from core.reap.checkpoint import load_model
 from core.reap.embedded_moe import MOE_PATH
-from core.reap.scores import load_model
 from core.reap.tiny import tiny_model
 from core.sampling import SamplingConfig
 from tests.conftest import TINY_TARGET

@@ -19,10 +19,10 @@ from core.reap.lab import lab_for
 OUTPUTS = ("summary", "heatmap", "quality", "curve", "subspace", "samples")
 
 
-def _reap(client, ratio=0.5, method="reap", calibration="mixed") -> dict:
+def _reap(client, ratio=0.5, method="reap", calibration="mixed", scope="layer", protect=0) -> dict:
     """Each output's last value: the endpoint sends heatmaps and quality first, the rest after (skipped outputs
     arrive as update dicts)."""
-    job = client.submit("embedded", calibration, method, ratio, api_name="/reap")
+    job = client.submit("embedded", calibration, method, ratio, scope, protect, api_name="/reap")
     events = list(job)
     job.result()  # raises the app's error, if there was one
     out = {}
@@ -81,7 +81,7 @@ def test_merging_marks_where_each_expert_went(client):
 
 
 def test_download_is_a_zip_of_a_loadable_checkpoint(client, tmp_path):
-    path = client.predict("embedded", "mixed", "reap", 0.75, api_name="/reap_export")
+    path = client.predict("embedded", "mixed", "reap", 0.75, "layer", 0, api_name="/reap_export")
     assert path.endswith(".zip")
     shutil.unpack_archive(path, tmp_path)
     (folder,) = tmp_path.iterdir()

@@ -10,9 +10,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from core.reap.adapters import ADAPTERS
-from core.reap.prune import LiveMask, experts_to_keep, save_reduced, slice_experts
+from core.reap.checkpoint import save_reduced, slice_experts
+from core.reap.prune import LiveMask, experts_to_keep
 from core.reap.scores import ScoreConfig, score
 from core.reap.tiny import TINY, tiny_model
+
 
 def test_every_adapter_has_a_tiny_config():
     assert set(TINY) == set(ADAPTERS)

@@ -16,10 +16,11 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Con
 
 from core.reap import cli, prune
 from core.reap.adapters import adapter_for, moe_blocks
+from core.reap.checkpoint import atomic_save, slice_experts
 from core.reap.merge import expert_groups, hc_smoe_groups, m_smoe_groups, merge_experts
-from core.reap.prune import LiveMask, atomic_save, experts_to_keep, slice_experts
+from core.reap.prune import LiveMask, experts_to_keep
 from core.reap.scores import ScoreConfig, score
-from core.reap.subspace import subspace_view
+from core.reap.subspace import mean_routed, subspace_view
 from core.reap.tiny import tiny_model
 
 IDS = torch.randint(0, 128, (4, 24), generator=torch.Generator().manual_seed(2))
@@ -34,7 +35,7 @@ def brute_force(model, ids):
     model(input_ids=ids)
     for h in handles:
         h.remove()
-    out = {"reap": [], "ean": [], "frequency": []}
+    out = {"reap": [], "ean": [], "frequency": [], "max_activation": []}
     for (_, block), x in zip(moe_blocks(model), captured):
         e = block.experts
         probs = torch.softmax(x @ block.gate.weight.T, -1)
@@ -44,23 +45,28 @@ def brute_force(model, ids):
         g, u = gate_up.chunk(2, -1)
         f = torch.einsum("eti,ehi->eth", torch.nn.functional.silu(g) * u, e.down_proj)  # [E, T, H]
         norms = f.norm(dim=-1)
-        reap, ean, freq = [], [], []
+        reap, ean, freq, peak = [], [], [], []
         for j in range(e.num_experts):
             t, slot = torch.where(idx == j)
             freq.append(len(t))
             ean.append(norms[j, t].sum().item())
             reap.append((top[t, slot] * norms[j, t]).mean().item() if len(t) else 0.0)
+            peak.append(f[j, t].abs().max().item() if len(t) else 0.0)
         out["reap"].append(reap), out["ean"].append(ean), out["frequency"].append(freq)
+        out["max_activation"].append(peak)
     return out
 
 
 def test_scores_match_brute_force():
     model = tiny_model("qwen3_moe")
-    result, _ = score(model, IDS, ScoreConfig())
+    result, cache = score(model, IDS, ScoreConfig())
     expected = brute_force(model, IDS)
+    peaks = expected.pop("max_activation")
     for method in expected:
         torch.testing.assert_close(torch.tensor(result["scores"][method], dtype=torch.float64),
                                    torch.tensor(expected[method], dtype=torch.float64), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(cache["max_activation"], torch.tensor(peaks, dtype=torch.float64), rtol=1e-4, atol=1e-5)
+    assert result["routing"]["max_activation"] == cache["max_activation"].tolist()
     assert result["num_tokens"] == IDS.numel()
     assert result["scores"]["random"] != score(model, IDS, ScoreConfig(seed=1))[0]["scores"]["random"]
 
@@ -156,7 +162,7 @@ def test_subspace_view_shapes():
     pruned = tiny_model("qwen3_moe")
     result, _ = score(model, IDS, ScoreConfig())
     slice_experts(pruned, experts_to_keep(result["scores"]["reap"], 0.5, 2))
-    view = subspace_view({"original": model, "pruned": pruned}, IDS)
+    view = subspace_view({"original": mean_routed(model, IDS), "pruned": mean_routed(pruned, IDS)})
     assert len(view["layers"]) == 2 and len(view["layers"][0]["pruned"][0]) == 2
     assert len(view["layers"][0]["pruned"]) <= 4 < len(view["layers"][0]["original"])
     assert all(s > 0 for s in view["spread"]["original"])
@@ -211,8 +217,9 @@ def test_cli_score_prune_merge(tiny_dir):
         _cli("reap", "prune", "--scores", scores, "--method", "reap", "--ratio", "0.9", "--out", str(tiny_dir / "x"))
     assert not (tiny_dir / "x").exists()
     with pytest.raises(ValueError, match="unknown method 'nope'"):
-        prune.run(argparse.Namespace(scores=scores, method="nope", ratio=0.5, model=None, out=str(tiny_dir / "x")))
+        prune.run(argparse.Namespace(scores=scores, method="nope", ratio=0.5, model=None, out=str(tiny_dir / "x"),
+                                     scope="layer", protect=0))
     with pytest.raises(ValueError, match="unknown merge method"):
         expert_groups("nope", {"count": torch.ones(1, 8)}, 0.5, 2)
-    with pytest.raises(ValueError, match="neither a domain"):
+    with pytest.raises(ValueError, match="is not a domain"):
         _cli("reap", "score", "--model", model, "--calib", "no-such-domain", "--out", scores)

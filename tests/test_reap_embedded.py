@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from core.reap import data
+from core.reap.checkpoint import load_model, slice_experts
 from core.reap.embedded_moe import MOE_PATH
-from core.reap.prune import LiveMask, experts_to_keep, slice_experts
+from core.reap.prune import LiveMask, experts_to_keep
 from core.reap.quality import QualityConfig, evaluate, perplexity
-from core.reap.scores import ScoreConfig, load_model, load_scores, save_scores, score
+from core.reap.scores import ScoreConfig, load_scores, save_scores, score
 
 SMALL = QualityConfig(ppl_windows=4, task_items=32)
 

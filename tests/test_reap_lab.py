@@ -17,10 +17,11 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from core.reap import data
+from core.reap.checkpoint import load_model
 from core.reap.embedded_moe import MOE_PATH
 from core.reap.lab import ALL_METHODS, BENCH_JSON, Lab, LabConfig
 from core.reap.quality import QualityConfig
-from core.reap.scores import ScoreConfig, load_model
+from core.reap.scores import ScoreConfig
 
 SMALL = LabConfig(score=ScoreConfig(tokens=1024, sample_tokens=32), live_quality=QualityConfig(ppl_windows=1, task_items=4),
                   curve_ratios=(0.5,), subspace_tokens=256, sample_tokens=4)
@@ -90,7 +91,9 @@ def test_scores_are_cached_under_the_model_and_calibration(lab, cfg, tmp_path):
 
 def test_curve_uses_the_saved_sweep_only_when_it_matches_the_model(cfg, tmp_path):
     bench = json.loads(BENCH_JSON.read_text())
-    sweep = [r | {"calibration": "math"} for r in bench["results"] if r["calibration"] == bench["calibration"]]
+    sweep = [r | {"calibration": "math"} for r in bench["results"]
+             if r["calibration"] == bench["calibration"] and r["scope"] == "layer" and not r["protect"]]
+    assert len(sweep) < len([r for r in bench["results"] if r["calibration"] == bench["calibration"]])  # option rows
     bench |= {"calibration": "math", "results": sweep}  # relabelled: the test then needs no mixed-data scoring
     (tmp_path / "same.json").write_text(json.dumps(bench))
     bench["baseline"]["code"]["ppl"] *= 1.05  # as if made on another model

@@ -50,19 +50,21 @@ def test_the_tabs_check_the_offered_list_behind_gradio():
         models.target(str(EMBEDDED_PATHS["target"]))
 
 
-@pytest.mark.parametrize("args", [
-    (str(MOE_PATH), "mixed", "reap", 0.5),
-    ("embedded", "/tmp/speculum-calibration.txt", "reap", 0.5),
-    ("embedded", "mixed", "../../reap", 0.5),
+@pytest.mark.parametrize("args, refusal", [
+    ((str(MOE_PATH), "mixed", "reap", 0.5), "not in the list of choices"),
+    # Calibration is free text (weighted mixtures), so core refuses what is not a domain, files included.
+    (("embedded", "/tmp/speculum-calibration.txt", "reap", 0.5), "unknown calibration '/tmp/speculum-calibration.txt'"),
+    (("embedded", "code:0.5,/etc/hostname:0.5", "reap", 0.5), "'/etc/hostname' is not a domain"),
+    (("embedded", "mixed", "../../reap", 0.5), "not in the list of choices"),
 ])
-def test_reap_export_takes_no_paths(client, args):
-    with pytest.raises(AppError, match="not in the list of choices"):
-        client.predict(*args, api_name="/reap_export")
+def test_reap_export_takes_no_paths(client, args, refusal):
+    with pytest.raises(AppError, match=refusal):
+        client.predict(*args, "layer", 0, api_name="/reap_export")
 
 
 def test_reap_export_is_written_under_the_servers_temp_dir_with_a_name_it_chose(client):
     start = time.time()
-    client.predict("embedded", "mixed", "frequency", 0.25, api_name="/reap_export")
+    client.predict("embedded", "mixed", "frequency", 0.25, "layer", 0, api_name="/reap_export")
     written = reap_tab.EXPORT_DIR / "moe-frequency-12experts-mixed.zip"
     assert written.stat().st_mtime >= start - 1
 

@@ -34,7 +34,8 @@ def placeholder(text: str) -> go.Figure:
 
 def heatmaps(view: PruneView) -> go.Figure:
     """Layers x experts: the method's saliency (scaled per layer, since each layer is pruned on its own) and the
-    share of routed tokens, with every removed or merged-away expert crossed out on both."""
+    share of routed tokens, with every removed or merged-away expert crossed out on both and protected super experts
+    starred."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         f"saliency ({view.saliency_method} score, per layer)", "routing frequency (share of the layer's tokens)"))
     experts = list(range(view.experts))
@@ -55,6 +56,14 @@ def heatmaps(view: PruneView) -> go.Figure:
             name="merged away" if merged else "pruned", legendgroup="removed", showlegend=col == 1,
             marker={"symbol": "x-thin", "size": 11, "line": {"width": 2.5, "color": REMOVED}},
             hovertemplate="layer %{y}, expert %{x}: %{text}<extra></extra>",
+        ), row=1, col=col)
+    guarded = [(layer, j) for layer, js in enumerate(view.protected) for j in js]
+    for col in (1, 2) if guarded else ():
+        fig.add_trace(go.Scatter(
+            x=[j for _, j in guarded], y=[layer for layer, _ in guarded], mode="markers", name="protected super expert",
+            legendgroup="protected", showlegend=col == 1,
+            marker={"symbol": "star", "size": 12, "color": "#f59e0b", "line": {"width": 1, "color": "#111827"}},
+            hovertemplate="layer %{y}, expert %{x}: protected super expert<extra></extra>",
         ), row=1, col=col)
     fig.update_layout(
         height=330, margin=MARGIN, legend={"orientation": "h", "y": -0.18, "x": 0},

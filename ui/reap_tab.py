@@ -1,6 +1,7 @@
-"""Tab "REAP pruning": score a MoE's experts on a calibration set once, then prune (or merge) any share of them
-and see which experts go, what it costs per domain, how every method compares across ratios, the experts'
-output subspace and a generation before and after; download the result. Every number comes from core/reap/lab.py.
+"""Tab "REAP pruning": score a MoE's experts on a calibration set (a domain or a weighted mixture) once, then prune
+(or merge) any share of them, per layer or by one global ranking, optionally protecting the super experts, and see
+which experts go, what it costs per domain, how every method compares across ratios, the experts' output subspace
+and a generation before and after; download the result. Every number comes from core/reap/lab.py.
 
 Moving the ratio slider recomputes on release from cached scores: the heatmaps and quality arrive first, then the
 curve, subspace and samples.
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from core.reap import data
 from core.presets import EMBEDDED, MOE_PRESETS
+from core.reap import data
 from core.reap.lab import ALL_METHODS, PruneView, Sample, lab_for, model_info
+from core.reap.prune import Selection
 from ui import models
 from ui.inputs import user_errors
 from ui.reap_charts import curve_figure, heatmaps, placeholder, subspace_figure
@@ -30,7 +32,9 @@ METHOD_LABELS = {
     "hc-smoe": "HC-SMoE (merge: clusters of expert outputs)",
     "m-smoe": "M-SMoE (merge into the most used experts)",
 }
-CALIBRATION_LABELS = {"mixed": "mixed (all three)", "code": "code", "prose": "prose", "math": "math"}
+CALIBRATION_LABELS = {"mixed": "mixed (all three)", "code": "code", "prose": "prose", "math": "math",
+                      "code:0.5,math:0.5": "code + math, half each"}
+SCOPE_LABELS = {"layer": "the same count in every layer", "global": "one ranking across layers (non-uniform)"}
 QUALITY_HEADERS = ["domain", "perplexity unpruned", "perplexity pruned", "Δ perplexity", "accuracy unpruned",
                    "accuracy pruned"]
 SAMPLE_HEADERS = ["domain", "prompt (its end)", "unpruned", "pruned"]
@@ -43,9 +47,23 @@ INTRO = ("Scores are computed once per model and calibration set (seconds, with 
 def _summary(view: PruneView) -> str:
     gone = "merged away" if any(view.merged_into) else "removed"
     timing = "from the cache" if view.quality_cached else "measured"
-    return (f"**{METHOD_LABELS[view.method]}**, ratio {view.ratio:.1%}: {view.removed} of {view.experts} experts per "
-            f"layer {gone}, {view.experts - view.removed} left (top-{view.top_k}); calibration *{view.calibration}*. "
-            f"Quality {timing}, {view.seconds:.2f} s in all.")
+    if view.scope == "global":
+        counts = ", ".join(str(len(k)) for k in view.kept)
+        removal = (f"{view.removed} of {view.experts} experts per layer {gone} on average by one ranking across "
+                   f"layers (kept per layer: {counts})")
+    else:
+        removal = f"{view.removed} of {view.experts} experts per layer {gone}, {view.experts - view.removed} left"
+    protected = sum(map(len, view.protected))
+    guard = f"; {protected} super experts protected" if protected else ""
+    return (f"**{METHOD_LABELS[view.method]}**, ratio {view.ratio:.1%}: {removal} (top-{view.top_k}){guard}; "
+            f"calibration *{view.calibration}*. Quality {timing}, {view.seconds:.2f} s in all.")
+
+
+def _selection(scope, protect) -> Selection:
+    """The app's two selection inputs as core's Selection (a whole-number float from the API counts as whole)."""
+    if isinstance(protect, float) and protect.is_integer():
+        protect = int(protect)
+    return Selection(scope, protect)
 
 
 def _quality_rows(view: PruneView) -> list[list]:
@@ -57,25 +75,28 @@ def _sample_rows(samples: list[Sample]) -> list[list]:
     return [[s.domain, "…" + s.prompt[-PROMPT_TAIL:], s.unpruned, s.pruned] for s in samples]
 
 
-def explore(model, calibration, method, ratio, progress=gr.Progress()):
+def explore(model, calibration, method, ratio, scope, protect, progress=gr.Progress()):
     with user_errors():
         models.check_offered(model, MOE_PRESETS, "MoE model")
+        selection = _selection(scope, protect)
         progress(0, desc="loading the model")
         lab = lab_for(model)
 
         step = lambda fraction, desc: progress(fraction, desc=desc)  # noqa: E731  (core's progress callback)
-        view = lab.view(calibration, method, ratio, step)
+        view = lab.view(calibration, method, ratio, step, selection)
         yield _summary(view), heatmaps(view), _quality_rows(view), gr.skip(), gr.skip(), gr.skip()
         curve = curve_figure(lab.curve(calibration, step), view.method, view.ratio)
-        subspace = subspace_figure(lab.subspace(calibration, method, ratio))
-        yield gr.skip(), gr.skip(), gr.skip(), curve, subspace, _sample_rows(lab.samples(calibration, method, ratio))
+        subspace = subspace_figure(lab.subspace(calibration, method, ratio, selection))
+        samples = lab.samples(calibration, method, ratio, selection)
+        yield gr.skip(), gr.skip(), gr.skip(), curve, subspace, _sample_rows(samples)
 
 
-def export(model, calibration, method, ratio, progress=gr.Progress()):
+def export(model, calibration, method, ratio, scope, protect, progress=gr.Progress()):
     with user_errors():
         models.check_offered(model, MOE_PRESETS, "MoE model")
+        selection = _selection(scope, protect)
         progress(0, desc="writing the checkpoint")
-        return str(lab_for(model).export(calibration, method, ratio, EXPORT_DIR))
+        return str(lab_for(model).export(calibration, method, ratio, EXPORT_DIR, selection))
 
 
 def _ratio_slider(model: str) -> dict:
@@ -96,10 +117,16 @@ def build() -> None:
         with gr.Column(scale=1, min_width=300):
             model = gr.Dropdown(models.moe_choices(), value=EMBEDDED, label="MoE model",
                                 info="hub presets load when the hub (or a local copy) is reachable; see About")
-            calibration = gr.Radio([(CALIBRATION_LABELS[c], c) for c in data.CALIBRATIONS], value="mixed",
-                                   label="Calibration data")
+            calibration = gr.Dropdown([(label, c) for c, label in CALIBRATION_LABELS.items()], value="mixed",
+                                      allow_custom_value=True, label="Calibration data", elem_id="reap-calibration",
+                                      info=f"a domain ({', '.join(data.DOMAINS)}), all three, or a weighted mixture "
+                                           "you type, e.g. code:0.7,prose:0.3")
             method = gr.Dropdown([(METHOD_LABELS[m], m) for m in ALL_METHODS], value="reap", label="Method")
             ratio = gr.Slider(0, value=0.5, label="Pruning ratio", elem_id="reap-ratio", **_ratio_slider(EMBEDDED))
+            scope = gr.Radio([(label, s) for s, label in SCOPE_LABELS.items()], value="layer", label="Experts removed",
+                             elem_id="reap-scope", info="pruning criteria only; merging keeps the same count per layer")
+            protect = gr.Number(0, minimum=0, precision=0, label="Protect super experts", elem_id="reap-protect",
+                                info="never remove the K experts with the largest max activation (pruning only)")
             run = gr.Button("Score & prune", variant="primary")
             summary = gr.Markdown(INTRO, elem_id="reap-summary")
         with gr.Column(scale=3):
@@ -115,8 +142,8 @@ def build() -> None:
         build_zip = gr.Button("Build .zip of the HF directory")
         checkpoint = gr.File(label="Pruned checkpoint (loads with AutoModelForCausalLM.from_pretrained)",
                              elem_id="reap-file")
-    settings = [model, calibration, method, ratio]
-    gr.on([run.click, ratio.release, method.change, calibration.change], explore, settings,
+    settings = [model, calibration, method, ratio, scope, protect]
+    gr.on([run.click, ratio.release, method.change, calibration.change, scope.change, protect.change], explore, settings,
           [summary, heatmap, quality, curve, subspace, samples], api_name="reap", concurrency_id="reap",
           trigger_mode="always_last", show_progress_on=[heatmap])
     model.change(resize_ratio, model, ratio, api_name=False)

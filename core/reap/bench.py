@@ -1,18 +1,19 @@
 """Benchmark REAP against the other criteria and the merging baselines on the embedded MoE (or any MoE).
 
     python -m core bench-reap [--model M] [--calib mixed] [--ratios 0.25,0.5]
-        [--methods reap,ean,frequency,random,hc-smoe,m-smoe] [--json PATH]
+        [--methods reap,ean,frequency,random,hc-smoe,m-smoe] [--protect 4] [--mixture code:0.5,math:0.5] [--json PATH]
 
 One run: time a plain forward and REAP scoring over the same calibration tokens (best of three each, since
-the machine may be shared), score once per calibration set, then for each method and ratio prune or merge a
-copy and measure per-domain held-out perplexity and task accuracy (core/reap/quality.py). REAP at the
-largest ratio is also calibrated on each single domain (the calibration x evaluation matrix), and the
+the machine may be shared), score once per calibration set, then for each method and ratio prune or merge the
+loaded model for the evaluation (core/reap/view.py: router mask, merged slots put back after) and measure
+per-domain held-out perplexity and task accuracy (core/reap/quality.py). REAP's own options get rows of their own at
+every ratio: `--protect K` super experts kept, and the global (non-uniform) ranking. REAP at the largest ratio is
+also calibrated on each single domain and on the weighted `--mixture` (the calibration x evaluation matrix), and the
 subspace view compares original, REAP-pruned and HC-SMoE-merged experts at that ratio.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import tempfile
 import time
@@ -23,13 +24,15 @@ import torch
 
 from core.reap import data
 from core.reap.adapters import num_groups
+from core.reap.checkpoint import load_model
 from core.reap.embedded_moe import MOE_PATH
-from core.reap.merge import MERGE_METHODS, expert_groups, merge_experts
+from core.reap.merge import MERGE_METHODS
 from core.reap.observer import observe
-from core.reap.prune import experts_to_keep, slice_experts
+from core.reap.prune import LiveMask, Selection, kept_experts, super_experts
 from core.reap.quality import QualityConfig, evaluate
-from core.reap.scores import METHODS, ScoreConfig, load_model, load_scores, save_scores, score
-from core.reap.subspace import subspace_view
+from core.reap.scores import METHODS, ScoreConfig, load_scores, save_scores, score
+from core.reap.subspace import mean_routed, subspace_view
+from core.reap.view import reduced_view, reduction_for
 
 
 @dataclass
@@ -40,6 +43,8 @@ class BenchConfig:
     methods: str = "reap,ean,frequency,random,hc-smoe,m-smoe"
     tokens: int = 8192
     seq_len: int = 128
+    protect: int = 4  # super experts kept in the protection rows (0: no such rows)
+    mixture: str = "code:0.5,math:0.5"  # the weighted calibration row
     json: str | None = None
 
 
@@ -60,17 +65,7 @@ def _best_of(fn, n: int = 3) -> float:
 @torch.no_grad()
 def _plain_forward(model, windows: torch.Tensor, batch: int) -> None:
     for chunk in windows.split(batch):
-        model(input_ids=chunk, use_cache=False)
-
-
-def reduced(model, method: str, ratio: float, scores: dict, cache: dict):
-    """A pruned or merged copy of `model`."""
-    out = copy.deepcopy(model)
-    if method in MERGE_METHODS:
-        merge_experts(out, expert_groups(method, cache, ratio, scores["top_k"]), cache["count"])
-    else:
-        slice_experts(out, experts_to_keep(scores["scores"][method], ratio, scores["top_k"], num_groups(model)))
-    return out
+        model(input_ids=chunk.to(model.device), use_cache=False)
 
 
 def bench(cfg: BenchConfig) -> dict:
@@ -81,7 +76,8 @@ def bench(cfg: BenchConfig) -> dict:
         raise ValueError(f"unknown methods {sorted(unknown)}; expected from {METHODS + MERGE_METHODS}")
     model, tokenizer = load_model(cfg.model)
     score_cfg = ScoreConfig(tokens=cfg.tokens, seq_len=cfg.seq_len)
-    windows = {c: data.windows(tokenizer, c, "train", cfg.tokens, cfg.seq_len) for c in data.CALIBRATIONS}
+    calibrations = dict.fromkeys([*data.CALIBRATIONS, cfg.calib, *([cfg.mixture] if cfg.mixture else [])])
+    windows = {c: data.windows(tokenizer, c, "train", cfg.tokens, cfg.seq_len) for c in calibrations}
 
     calib = windows[cfg.calib]
     _plain_forward(model, calib[: score_cfg.batch], score_cfg.batch)  # warm-up
@@ -89,17 +85,17 @@ def bench(cfg: BenchConfig) -> dict:
         "plain_forward_s": _best_of(lambda: _plain_forward(model, calib, score_cfg.batch)),
         "reap_scoring_s": _best_of(lambda: observe(model, calib, score_cfg.batch)),
     }
-    cached = {}
     with tempfile.TemporaryDirectory() as tmp:
         for c, w in windows.items():
             result, cache = score(model, w, score_cfg)
             save_scores(Path(tmp) / c, {"model": cfg.model, "calibration": c} | result, cache)
         cached = {c: load_scores(Path(tmp) / c) for c in windows}
 
-        def reprune():  # what the UI slider costs: read the cache, choose, slice a copy
-            scores, _ = load_scores(Path(tmp) / cfg.calib)
-            kept = experts_to_keep(scores["scores"]["reap"], ratios[-1], scores["top_k"], num_groups(model))
-            slice_experts(copy.deepcopy(model), kept)
+        def reprune():  # what the UI slider costs: read the cache, choose, mask the router
+            scores, cache = load_scores(Path(tmp) / cfg.calib)
+            mask = LiveMask(model)
+            mask.set(kept_experts(scores, cache, "reap", ratios[-1], num_groups(model)))
+            mask.clear()
 
         timing["reprune_s"] = _best_of(reprune)
     timing = {k: round(v, 4) for k, v in timing.items()} | {
@@ -110,22 +106,33 @@ def bench(cfg: BenchConfig) -> dict:
 
     baseline = evaluate(model, tokenizer, QUALITY)
     print("baseline", json.dumps(baseline), flush=True)
-    runs = [(m, r, cfg.calib) for r in ratios for m in methods]
-    runs += [("reap", ratios[-1], c) for c in data.CALIBRATIONS if c != cfg.calib]
+    options = [Selection(protect=cfg.protect)] * (cfg.protect > 0) + [Selection("global")]
+    runs = [(m, r, cfg.calib, Selection()) for r in ratios for m in methods]
+    runs += [("reap", r, cfg.calib, s) for r in ratios for s in options]
+    runs += [("reap", ratios[-1], c, Selection()) for c in windows if c != cfg.calib]
     results = []
-    for method, ratio, c in runs:
+    for method, ratio, c, selection in runs:
         scores, cache = cached[c]
-        q = evaluate(reduced(model, method, ratio, scores, cache), tokenizer, QUALITY)
-        results.append({"method": method, "ratio": ratio, "calibration": c, "quality": q})
+        reduction = reduction_for(model, scores, cache, method, ratio, selection)
+        with reduced_view(model, cache, reduction):
+            q = evaluate(model, tokenizer, QUALITY)
+        results.append({"method": method, "ratio": ratio, "calibration": c, "scope": selection.scope,
+                        "protect": selection.protect, "kept_per_layer": [len(k) for k in reduction.kept], "quality": q})
         print("result", json.dumps(results[-1]), flush=True)
 
     scores, cache = cached[cfg.calib]
-    variants = {"original": model, "pruned": reduced(model, "reap", ratios[-1], scores, cache)}
-    if "hc-smoe" in methods:
-        variants["merged"] = reduced(model, "hc-smoe", ratios[-1], scores, cache)
-    view = subspace_view(variants, calib)
+    peaks = cache["max_activation"]
+    protected = super_experts(peaks, cfg.protect) if cfg.protect else []
+    supers = {"protect": cfg.protect, "median_max_activation": round(float(peaks.median()), 4),
+              "protected": [[layer, j, round(float(peaks[layer, j]), 4)] for layer, js in enumerate(protected) for j in js]}
+    means = {"original": mean_routed(model, calib)}
+    variants = {"pruned": "reap"} | ({"merged": "hc-smoe"} if "hc-smoe" in methods else {})
+    for name, method in variants.items():
+        with reduced_view(model, cache, reduction_for(model, scores, cache, method, ratios[-1])):
+            means[name] = mean_routed(model, calib)
+    view = subspace_view(means)
     out = {"model": cfg.model, "calibration": cfg.calib, "baseline": baseline, "results": results, "timing": timing,
-           "subspace": {"ratio": ratios[-1], **view}}
+           "super_experts": supers, "subspace": {"ratio": ratios[-1], **view}}
     if cfg.json:
         Path(cfg.json).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.json).write_text(json.dumps(out, indent=1))

@@ -2,6 +2,7 @@
 
     python -m core reap score --model M --calib code --out /tmp/scores
     python -m core reap prune --model M --scores /tmp/scores --method reap --ratio 0.5 --out /tmp/pruned
+        [--scope global] [--protect-super-experts 4]
     python -m core reap merge --model M --scores /tmp/scores --method hc-smoe --ratio 0.5 --out /tmp/merged
     python -m core bench-reap --ratios 0.25,0.5 --json assets/results/reap_bench.json
 
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     score = sub.add_parser("score", help="observe routing on calibration text, write DIR/scores.json")
     score.add_argument("--model", default=str(MOE_PATH), help="HF directory or hub name of a MoE causal LM")
-    score.add_argument("--calib", default="mixed", help="code, prose, math, mixed, or a path to a text file")
+    score.add_argument("--calib", default="mixed", help="code, prose, math, mixed, a path to a text file, or a "
+                                                         "weighted mixture of those such as code:0.5,math:0.5")
     score.add_argument("--tokens", type=int, help="calibration tokens (default 8192)")
     score.add_argument("--seq-len", dest="seq_len", type=int, help="tokens per window (default 128)")
     score.add_argument("--layerwise", help="a device such as cuda: keep the model in CPU memory and score it one "
@@ -50,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--ratio", type=float, required=True, help="fraction of experts removed per layer, in [0, 1)")
         p.add_argument("--out", required=True)
         p.set_defaults(func=_lazy(module))
+        if name == "prune":
+            p.add_argument("--scope", default="layer", choices=("layer", "global"),
+                           help="layer: the same count removed in every layer; global: one ranking across layers "
+                                "(score over its layer's mean), each layer keeping at least top-k")
+            p.add_argument("--protect-super-experts", dest="protect", type=int, default=0, metavar="K",
+                           help="never remove the K experts with the largest max activation in the model")
 
     bench = subparsers.add_parser("bench-reap", help="quality and timing of REAP vs baselines on the embedded MoE")
     bench.add_argument("--model")
@@ -57,5 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument("--ratios")
     bench.add_argument("--methods")
     bench.add_argument("--tokens", type=int)
+    bench.add_argument("--protect", type=int, help="super experts kept in the protection rows (default 4; 0: none)")
+    bench.add_argument("--mixture", help="the weighted calibration row (default code:0.5,math:0.5)")
     bench.add_argument("--json")
     bench.set_defaults(func=_lazy("bench"))

@@ -1,12 +1,15 @@
-"""The REAP lab: everything the app's REAP tab shows for (model, calibration, method, ratio), as dataclasses.
+"""The REAP lab: everything the app's REAP tab shows for (model, calibration, method, ratio, selection), as
+dataclasses.
 
-    python -m core.reap.lab --calib mixed --method reap --ratio 0.5     # prints the view as JSON
+    python -m core.reap.lab --calib mixed --method reap --ratio 0.5 [--scope global] [--protect 4]   # view as JSON
 
 `Lab(model)` scores a calibration set once (core/reap/scores.py) and caches scores on disk under a key made of
-the model's weights, the calibration tokens and the scoring config, so a retrained model or changed data is
-rescored, never served stale scores. A ratio is then a slice (or merge) of a copy of the model and a quality
-evaluation on a small held-out set (`LabConfig.live_quality`), cached per (method, experts removed): what keeps
-the app's ratio slider fast. The quality-vs-ratio curve comes from assets/results/reap_bench.json when its
+the model's weight files (core/reap/checkpoint.py `weights_fingerprint`), the calibration tokens and the scoring
+config, so a retrained model or changed data is rescored, never served stale scores. A ratio is then a view of the
+one loaded model, pruned through the router mask or merged in place for the computation (core/reap/view.py), and a
+quality evaluation on a small held-out set (`LabConfig.live_quality`), cached per (method, experts removed,
+selection): what keeps the app's ratio slider fast and its memory at one copy of the weights. Only `export`
+materialises a reduced copy. The quality-vs-ratio curve comes from assets/results/reap_bench.json when its
 unpruned perplexities reproduce on this model, otherwise from the live evaluation on a grid of ratios.
 The cache lives in $SPECULUM_CACHE/reap (default ~/.cache/speculum/reap).
 """
@@ -14,7 +17,7 @@ The cache lives in $SPECULUM_CACHE/reap (default ~/.cache/speculum/reap).
 from __future__ import annotations
 
 import argparse
-import copy
+import contextlib
 import hashlib
 import json
 import math
@@ -24,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -32,15 +35,18 @@ from typing import Callable
 import torch
 from transformers import AutoConfig
 
+from core.loading import LoadOptions
+from core.presets import moe_preset
 from core.reap import data
 from core.reap.adapters import ADAPTERS, num_groups
 from core.reap.bench import QUALITY as BENCH_QUALITY
-from core.reap.merge import MERGE_METHODS, expert_groups, merge_experts
-from core.reap.prune import atomic_save, experts_to_keep, recipe_for, save_reduced, slice_experts
+from core.reap.checkpoint import atomic_save, load_model, recipe_for, save_reduced, weights_fingerprint
+from core.reap.merge import MERGE_METHODS
+from core.reap.prune import SCOPES, Selection, experts_to_keep
 from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
-from core.reap.scores import METHODS, ScoreConfig, load_model, load_scores, save_scores, score
-from core.reap.subspace import subspace_view
-from core.presets import moe_preset
+from core.reap.scores import METHODS, ScoreConfig, load_scores, save_scores, score
+from core.reap.subspace import mean_routed, subspace_view
+from core.reap.view import Reduction, reduce_in_place, reduced_view, reduction_for
 
 ALL_METHODS = METHODS + MERGE_METHODS
 # Merging has no per-expert score: the saliency map shows what M-SMoE ranks by (frequency picks its dominant
@@ -93,8 +99,10 @@ class PruneView:
     method: str
     ratio: float  # the ratio actually applied: removed / experts
     experts: int
-    removed: int  # experts removed (or merged away) per layer
+    removed: int  # experts removed (or merged away) per layer; with a global ranking, per layer on average
     top_k: int
+    scope: str  # "layer": the same count in every layer; "global": one ranking across layers
+    protected: list[list[int]]  # [layer] super experts kept whatever they score
     layers: list[str]
     saliency_method: str  # the score `saliency` holds (SALIENCY_OF for merge methods)
     saliency: list[list[float]]  # [layer][expert]
@@ -151,13 +159,6 @@ class _Scored:
     directory: Path
 
 
-@dataclass
-class _Reduced:
-    model: torch.nn.Module
-    kept: list[list[int]]
-    groups: list[list[list[int]]] | None  # merging only
-
-
 def model_info(name_or_path: str) -> ModelInfo:
     """Expert count, top-k and depth from the config alone (no weights), e.g. to size a ratio slider."""
     preset = moe_preset(name_or_path)
@@ -176,11 +177,6 @@ def _digest(*parts: bytes | str) -> str:
     return h.hexdigest()
 
 
-def _model_digest(model) -> str:
-    tensors = (t.detach().float().contiguous().numpy().tobytes() for t in model.state_dict().values())
-    return _digest(model.config.to_json_string(), *tensors)
-
-
 def _write_json(path: Path, obj) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as f:
@@ -189,16 +185,17 @@ def _write_json(path: Path, obj) -> None:
 
 
 class Lab:
-    """One MoE model, loaded once; thread-safe (one computation at a time)."""
+    """One MoE model, loaded once; thread-safe (one computation at a time, since views change the model in place)."""
 
-    def __init__(self, name_or_path: str = "embedded", cfg: LabConfig | None = None):
+    def __init__(self, name_or_path: str = "embedded", cfg: LabConfig | None = None, load: LoadOptions | None = None):
         self.name = name_or_path
         self.preset = moe_preset(name_or_path)
+        self.load = load or self.preset.load
         self.path = Path(self.preset.model)  # a directory, or a hub repo id
         self.cfg = cfg or LabConfig()
-        self.model, self.tokenizer = load_model(self.preset.model, self.preset.load)
+        self.model, self.tokenizer = load_model(self.preset.model, self.load)
         self.info = model_info(name_or_path)
-        self.digest = _model_digest(self.model)
+        self.digest = weights_fingerprint(self.preset.model, self.load, self.cfg.cache_dir / "file-sha256.json")
         self._lock = threading.RLock()
         self._scored: dict[str, _Scored] = {}
         self._tables: dict[Path, dict] = {}
@@ -206,7 +203,6 @@ class Lab:
         self._bench: dict | None = None
         self._bench_checked = False
         self._unpruned_samples: list[str] | None = None
-        self._reduced = lru_cache(maxsize=4)(self._reduce)
 
     def removed(self, ratio) -> int:
         """Experts removed per layer at `ratio`; ValueError for a ratio out of range or one leaving < top-k."""
@@ -217,8 +213,11 @@ class Lab:
 
     @staticmethod
     def _check(calibration: str, method: str | None = None) -> None:
-        if calibration not in data.CALIBRATIONS:
-            raise ValueError(f"unknown calibration {calibration!r}; choose from {list(data.CALIBRATIONS)}")
+        try:
+            data.mixture(calibration if isinstance(calibration, str) else "", files=False)  # the app reads no files
+        except ValueError as e:
+            raise ValueError(f"unknown calibration {calibration!r}: {e}; choose from {list(data.CALIBRATIONS)} or a "
+                             "mixture such as code:0.5,math:0.5") from None
         if method is not None and method not in ALL_METHODS:
             raise ValueError(f"unknown method {method!r}; choose from {list(ALL_METHODS)}")
 
@@ -240,55 +239,53 @@ class Lab:
                 self._scored[calibration] = _Scored(result, cache, windows, directory)
             return self._scored[calibration]
 
-    def _apply(self, model, scored: _Scored, method: str, removed: int) -> tuple[list[list[int]], list | None]:
-        """Prune or merge `model` in place; (kept experts, merge groups or None)."""
-        ratio, top_k = removed / self.info.experts, self.info.top_k
-        if method in MERGE_METHODS:
-            groups = expert_groups(method, scored.cache, ratio, top_k)
-            return merge_experts(model, groups, scored.cache["count"]), groups
-        kept = experts_to_keep(scored.result["scores"][method], ratio, top_k, num_groups(model))
-        slice_experts(model, kept)
-        return kept, None
+    def _reduction(self, calibration: str, method: str, removed: int, selection: Selection = Selection()) -> Reduction:
+        scored = self.scores(calibration)
+        return reduction_for(self.model, scored.result, scored.cache, method, removed / self.info.experts, selection)
 
-    def _reduce(self, calibration: str, method: str, removed: int) -> _Reduced:
-        model = copy.deepcopy(self.model)
-        kept, groups = self._apply(model, self.scores(calibration), method, removed)
-        return _Reduced(model.eval(), kept, groups)
+    def _view(self, calibration: str, method: str, removed: int, selection: Selection = Selection()):
+        """The loaded model pruned or merged for a `with` block (core/reap/view.py); itself at 0 removed."""
+        if not removed:
+            return contextlib.nullcontext()
+        reduction = self._reduction(calibration, method, removed, selection)
+        return reduced_view(self.model, self.scores(calibration).cache, reduction)
 
-    def _quality(self, calibration: str, method: str, removed: int) -> tuple[dict, bool]:
+    def _quality(self, calibration: str, method: str, removed: int, selection: Selection = Selection()) -> tuple[dict, bool]:
         """Live-set quality, cached on disk beside the scores (ratio 0 is the unpruned model for every method)."""
         scored = self.scores(calibration)
         file = scored.directory / f"quality-{_digest(repr(self.cfg.live_quality))[:12]}.json"
         if file not in self._tables:
             self._tables[file] = json.loads(file.read_text()) if file.is_file() else {}
-        table, key = self._tables[file], f"{method}/{removed}" if removed else "unpruned"
+        table, key = self._tables[file], f"{method}/{removed}{selection.key}" if removed else "unpruned"
         if key in table:
             return table[key], True
-        model = self._reduced(calibration, method, removed).model if removed else self.model
-        table[key] = evaluate(model, self.tokenizer, self.cfg.live_quality)
+        with self._view(calibration, method, removed, selection):
+            table[key] = evaluate(self.model, self.tokenizer, self.cfg.live_quality)
         _write_json(file, table)
         return table[key], False
 
-    def view(self, calibration: str, method: str, ratio: float, progress: Progress = _quiet) -> PruneView:
+    def view(self, calibration: str, method: str, ratio: float, progress: Progress = _quiet,
+             selection: Selection = Selection()) -> PruneView:
         start = time.perf_counter()
         with self._lock:
             self._check(calibration, method)
             removed = self.removed(ratio)
             scored = self.scores(calibration, progress)
             progress(0.8, "pruning and evaluating")
-            reduced = self._reduced(calibration, method, removed)
-            quality, cached = self._quality(calibration, method, removed)
+            reduction = self._reduction(calibration, method, removed, selection)
+            quality, cached = self._quality(calibration, method, removed, selection)
             baseline, _ = self._quality(calibration, method, 0)
         merged_into = [
             {j: rep for group in layer for rep in set(group) & set(keep) for j in group if j != rep}
-            for layer, keep in zip(reduced.groups or [[] for _ in reduced.kept], reduced.kept)
+            for layer, keep in zip(reduction.groups or [[] for _ in reduction.kept], reduction.kept)
         ]
         saliency = SALIENCY_OF.get(method, method)
         return PruneView(
             model=self.name, calibration=calibration, method=method, ratio=removed / self.info.experts,
-            experts=self.info.experts, removed=removed, top_k=self.info.top_k, layers=scored.result["layers"],
+            experts=self.info.experts, removed=removed, top_k=self.info.top_k, scope=selection.scope,
+            protected=reduction.protected, layers=scored.result["layers"],
             saliency_method=saliency, saliency=scored.result["scores"][saliency],
-            frequency=scored.result["routing"]["frequency"], kept=reduced.kept, merged_into=merged_into,
+            frequency=scored.result["routing"]["frequency"], kept=reduction.kept, merged_into=merged_into,
             quality=quality, baseline=baseline, quality_cached=cached, seconds=time.perf_counter() - start,
         )
 
@@ -314,7 +311,8 @@ class Lab:
                 bench = self._matching_bench()
                 if bench and bench["calibration"] == calibration:
                     points = [CurvePoint(r["method"], r["ratio"], r["quality"]) for r in bench["results"]
-                              if r["calibration"] == calibration]
+                              if r["calibration"] == calibration and r.get("scope", "layer") == "layer"
+                              and not r.get("protect")]
                     source = (f"{self.cfg.bench_json.name} (precomputed, {BENCH_QUALITY.ppl_windows} windows and "
                               f"{BENCH_QUALITY.task_items} task items per domain)")
                     self._curves[calibration] = Curve(calibration, source, bench["baseline"], points)
@@ -333,28 +331,32 @@ class Lab:
         source = f"live evaluation ({q.ppl_windows} windows and {q.task_items} task items per domain), cached"
         return Curve(calibration, source, self._quality(calibration, "reap", 0)[0], points)
 
-    def subspace(self, calibration: str, method: str, ratio: float) -> Subspace:
+    def subspace(self, calibration: str, method: str, ratio: float, selection: Selection = Selection()) -> Subspace:
         """PCA view of original vs pruned vs merged at `ratio`: the chosen method fills its own slot, REAP
         (pruning) or HC-SMoE (merging) the other."""
         with self._lock:
             self._check(calibration, method)
             removed = self.removed(ratio)
-            pruned, merged = ("reap", method) if method in MERGE_METHODS else (method, "hc-smoe")
+            merging = method in MERGE_METHODS
+            pruned, merged = ("reap", method) if merging else (method, "hc-smoe")
             windows = self.scores(calibration).windows[: max(1, self.cfg.subspace_tokens // self.cfg.score.seq_len)]
-            view = subspace_view({"original": self.model,
-                                  "pruned": self._reduced(calibration, pruned, removed).model,
-                                  "merged": self._reduced(calibration, merged, removed).model}, windows)
+            means = {"original": mean_routed(self.model, windows)}
+            with self._view(calibration, pruned, removed, Selection() if merging else selection):
+                means["pruned"] = mean_routed(self.model, windows)
+            with self._view(calibration, merged, removed):
+                means["merged"] = mean_routed(self.model, windows)
+            view = subspace_view(means)
         return Subspace(removed / self.info.experts, pruned, merged, view["layers"], view["spread"])
 
     @torch.no_grad()
     def _continue(self, model, prompts: list[str]) -> list[str]:
         self.tokenizer.padding_side = "left"
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True)
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
         out = model.generate(**enc, max_new_tokens=self.cfg.sample_tokens, do_sample=False,
                              pad_token_id=self.tokenizer.pad_token_id)
         return self.tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
-    def samples(self, calibration: str, method: str, ratio: float) -> list[Sample]:
+    def samples(self, calibration: str, method: str, ratio: float, selection: Selection = Selection()) -> list[Sample]:
         """Greedy continuations of one held-out task prompt per domain, unpruned and reduced."""
         with self._lock:
             self._check(calibration, method)
@@ -363,24 +365,29 @@ class Lab:
             prompts = [task_items(d, q.task_items, q.seed)[0].prompt for d in data.DOMAINS]
             if self._unpruned_samples is None:
                 self._unpruned_samples = self._continue(self.model, prompts)
-            after = self._continue(self._reduced(calibration, method, removed).model, prompts)
+            with self._view(calibration, method, removed, selection):
+                after = self._continue(self.model, prompts)
         return [Sample(*row) for row in zip(data.DOMAINS, prompts, self._unpruned_samples, after)]
 
-    def export(self, calibration: str, method: str, ratio: float, out_dir: str | Path) -> Path:
+    def export(self, calibration: str, method: str, ratio: float, out_dir: str | Path,
+               selection: Selection = Selection()) -> Path:
         """The reduced model as a zip of its HF directory (stored dtype, tokenizer, recipe.yaml, card).
 
-        Directory and zip are both written under temporary names and renamed, so a reader never sees half a file.
+        The one moment a reduced copy exists: loaded afresh in its stored dtype, reduced, written, dropped. Directory
+        and zip are both written under temporary names and renamed, so a reader never sees half a file.
         """
         with self._lock:
             self._check(calibration, method)
             removed = self.removed(ratio)
             scored = self.scores(calibration)
-            # slicing and merging keep the stored dtype
-            model, tokenizer = load_model(self.preset.model, self.preset.load, dtype="auto")
-            kept, groups = self._apply(model, scored, method, removed)
-        extra = {"merged_groups": dict(zip(scored.result["layers"], groups))} if groups else {}
-        recipe = recipe_for(scored.result, method, removed / self.info.experts, kept, **extra)
-        name = f"{self.path.name}-{method}-{len(kept[0])}experts-{calibration}"
+            reduction = self._reduction(calibration, method, removed, selection)
+            model, tokenizer = load_model(self.preset.model, replace(self.load, dtype="auto"))
+            reduce_in_place(model, scored.cache, reduction)
+        extra = {"merged_groups": dict(zip(scored.result["layers"], reduction.groups))} if reduction.groups else {}
+        recipe = recipe_for(scored.result, method, removed / self.info.experts, reduction.kept, scope=selection.scope,
+                            protected_super_experts=selection.protect, **extra)
+        counts = sorted({len(k) for k in reduction.kept})
+        name = f"{self.path.name}-{method}{selection.key.replace('/', '-')}-{counts[-1]}experts-{_file_part(calibration)}"
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=out_dir) as tmp:
@@ -388,6 +395,11 @@ class Lab:
             archive = shutil.make_archive(str(Path(tmp) / name), "zip", root_dir=tmp, base_dir=name)
             os.replace(archive, out_dir / f"{name}.zip")
         return out_dir / f"{name}.zip"
+
+
+def _file_part(calibration: str) -> str:
+    """A calibration mixture as a file-name part: "code:0.5,math:0.5" -> "code0.5-math0.5"."""
+    return calibration.replace(":", "").replace(",", "-")
 
 
 @lru_cache(maxsize=2)
@@ -399,9 +411,12 @@ def lab_for(name_or_path: str) -> Lab:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded")
-    parser.add_argument("--calib", default="mixed", choices=data.CALIBRATIONS)
+    parser.add_argument("--calib", default="mixed", help="a domain, mixed, or a mixture such as code:0.5,math:0.5")
     parser.add_argument("--method", default="reap", choices=ALL_METHODS)
     parser.add_argument("--ratio", type=float, default=0.5)
+    parser.add_argument("--scope", default="layer", choices=SCOPES)
+    parser.add_argument("--protect", type=int, default=0, help="super experts never removed")
     args = parser.parse_args()
-    view = lab_for(args.model).view(args.calib, args.method, args.ratio, lambda f, d: print(d, file=sys.stderr))
+    view = lab_for(args.model).view(args.calib, args.method, args.ratio, lambda f, d: print(d, file=sys.stderr),
+                                    Selection(args.scope, args.protect))
     print(json.dumps(asdict(view)))

@@ -5,19 +5,23 @@
   m-smoe   the most frequently routed experts are the dominant ones; every other expert joins the dominant
            expert whose router logits are most similar (cosine over calibration tokens)
 Members of a group are averaged weighted by how often they were routed to; the merged expert takes the place
-(and router row) of the group's most frequent member. The result is saved like a pruned model.
+(and router row) of the group's most frequent member. The result is saved like a pruned model; `merged_view` applies
+the merge to the loaded model for a `with` block instead (the app and the benchmark evaluate merges that way).
 
     python -m core reap merge --model M --scores DIR --method hc-smoe --ratio 0.5 --out OUT
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from scipy.cluster.hierarchy import cut_tree, linkage
 
 from core.reap.adapters import moe_blocks, num_groups
-from core.reap.prune import experts_to_keep, recipe_for, save_reduced, slice_experts
-from core.reap.scores import load_model, load_scores
+from core.reap.checkpoint import load_model, recipe_for, save_reduced, slice_experts
+from core.reap.prune import LiveMask, experts_to_keep
+from core.reap.scores import load_scores
 
 MERGE_METHODS = ("hc-smoe", "m-smoe")
 
@@ -49,31 +53,71 @@ def expert_groups(method: str, cache: dict, ratio: float, top_k: int) -> list[li
     return [m_smoe_groups(g, c, keep) for g, c in zip(cache["logit_gram"], cache["count"])]
 
 
-@torch.no_grad()
-def merge_experts(model, groups: list[list[list[int]]], count: torch.Tensor) -> list[list[int]]:
-    """In place: frequency-weighted average of each group into its most frequent member, then slice.
+def representative(group: list[int], freq: torch.Tensor) -> int:
+    """The member whose slot (and router row) a merged group takes: the most frequently routed one."""
+    return group[int(freq[torch.tensor(group)].argmax())]
 
-    Returns the kept (representative) experts per layer.
+
+def _expert_tensors(block) -> list[torch.Tensor]:
+    experts = block.experts.num_experts
+    return [t for t in list(block.experts.parameters()) + list(block.experts.buffers())
+            if t.dim() and t.shape[0] == experts]
+
+
+@torch.no_grad()
+def _average_into_representatives(model, groups: list[list[list[int]]], count: torch.Tensor):
+    """In place: each group's frequency-weighted average written into its most frequent member's slot.
+
+    Returns (the representatives per layer, [(tensor, slot, its weights before)] for every slot overwritten).
     """
     if num_groups(model) > 1:
         raise ValueError("merging across routing groups (n_group > 1) is not supported; prune instead")
-    kept = []
+    kept, overwritten = [], []
     for (_, block), layer_groups, freq in zip(moe_blocks(model), groups, count):
-        experts = block.experts.num_experts
         reps = []
         for group in layer_groups:
             members = torch.tensor(group)
             w = freq[members].double()
             w = w / w.sum() if w.sum() > 0 else torch.full_like(w, 1 / len(group))
-            rep = group[int(freq[members].argmax())]
-            for tensor in list(block.experts.parameters()) + list(block.experts.buffers()):
-                if tensor.dim() and tensor.shape[0] == experts:
-                    merged = (tensor.data[members].double() * w.view(-1, *[1] * (tensor.dim() - 1))).sum(0)
-                    tensor.data[rep] = merged.to(tensor.dtype)
+            rep = representative(group, freq)
+            if len(group) > 1:
+                for tensor in _expert_tensors(block):
+                    index = members.to(tensor.device)
+                    weights = w.to(tensor.device).view(-1, *[1] * (tensor.dim() - 1))
+                    overwritten.append((tensor, rep, tensor.data[rep].clone()))
+                    tensor.data[rep] = (tensor.data[index].double() * weights).sum(0).to(tensor.dtype)
             reps.append(rep)
         kept.append(sorted(reps))
+    return kept, overwritten
+
+
+def merge_experts(model, groups: list[list[list[int]]], count: torch.Tensor) -> list[list[int]]:
+    """In place: frequency-weighted average of each group into its most frequent member, then slice.
+
+    Returns the kept (representative) experts per layer.
+    """
+    kept, _ = _average_into_representatives(model, groups, count)
     slice_experts(model, kept)
     return kept
+
+
+@contextlib.contextmanager
+def merged_view(model, groups: list[list[list[int]]], count: torch.Tensor):
+    """`model` behaves as `merge_experts` would make it inside the block, and is itself again after it.
+
+    Only the representatives' slots are overwritten (their weights kept aside: at most half the experts) and the
+    merged-away experts are hidden from the router, so no second copy of the model is made. Yields the kept experts.
+    """
+    mask = LiveMask(model)
+    kept, overwritten = _average_into_representatives(model, groups, count)
+    try:
+        mask.set(kept)
+        yield kept
+    finally:
+        mask.clear()
+        with torch.no_grad():
+            for tensor, slot, before in reversed(overwritten):
+                tensor.data[slot] = before
 
 
 def run(args) -> None:

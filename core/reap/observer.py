@@ -13,6 +13,7 @@ Accumulated per layer (E experts, H hidden):
   norm_sum [E]    Σ ‖f_j(x)‖ (EAN)                    reap_sum [E]    Σ g_j(x)·‖f_j(x)‖
   out_sum [E, H]  Σ f_j(x) (mean routed output, for the subspace view)
   logit_gram [E, E]  Σ_x l(x) l(x)ᵀ of router logits (M-SMoE similarity)
+  max_act [E]     max over routed tokens of max_i |f_j(x)_i|: "super experts" stand out by it
   sample [S, H]   the first S block inputs (HC-SMoE runs every expert on this bounded subsample only)
 
 `observe_layerwise` gathers the same statistics with one decoder layer on the accelerator at a time, for a model
@@ -39,12 +40,13 @@ class LayerStats:
     reap_sum: torch.Tensor
     out_sum: torch.Tensor
     logit_gram: torch.Tensor
+    max_act: torch.Tensor
     sample: list[torch.Tensor] = field(default_factory=list)
 
     @classmethod
     def empty(cls, experts: int, hidden: int) -> "LayerStats":
         z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731  (float64: sums over many tokens)
-        return cls(z(experts), z(experts), z(experts), z(experts), z(experts, hidden), z(experts, experts))
+        return cls(z(experts), z(experts), z(experts), z(experts), z(experts, hidden), z(experts, experts), z(experts))
 
 
 class Observer:
@@ -85,6 +87,9 @@ class Observer:
                 per_row = torch.cat([rows.float(), torch.ones_like(gate), gate, norms, gate * norms], dim=1)
                 sums = torch.zeros(len(stats.count), per_row.shape[1], device=idx.device).index_add_(0, idx, per_row)
                 sums = sums.double().cpu()
+                peaks = torch.zeros(len(stats.count), device=idx.device).scatter_reduce_(
+                    0, idx, rows.detach().abs().amax(dim=-1).float(), "amax")
+                torch.maximum(stats.max_act, peaks.double().cpu(), out=stats.max_act)
                 stats.out_sum += sums[:, :-4]
                 stats.count += sums[:, -4]
                 stats.gate_sum += sums[:, -3]

@@ -1,32 +1,71 @@
-"""Prune experts from cached scores: choose, slice, save; or preview by masking the router live.
+"""Choose which experts go, from cached scores, and preview the result live by masking the router.
 
-Each layer drops the same number of experts (the lowest scores), top-k is unchanged. Slicing cuts dim 0
-(the expert) of every tensor of the router and the fused experts module and updates the expert count in
-the config, so the result is a plain HF directory that `AutoModelForCausalLM.from_pretrained` loads with no
-project code. The live mask instead hides pruned experts from the router (the family's own routing rule,
-re-run with their logits at -inf): same outputs as the sliced model, no weights copied, for the UI slider.
+Each layer drops the same number of experts (the lowest scores), top-k is unchanged; options (`Selection`) rank
+experts across layers instead, or protect the super experts (the largest max activations) from removal. The live
+mask hides pruned experts from the router (the family's own routing rule, re-run with their logits at -inf): same
+outputs as the sliced model (core/reap/checkpoint.py), no weights copied, which is how the app and the benchmark
+evaluate every ratio on the one loaded model.
 
-    python -m core reap prune --model M --scores DIR --method reap --ratio 0.5 --out OUT
+    python -m core reap prune --model M --scores DIR --method reap --ratio 0.5 [--scope global]
+        [--protect-super-experts K] --out OUT
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
-import yaml
 
 from core.reap.adapters import adapter_for, moe_blocks, num_groups, router_of
-from core.reap.scores import load_model, load_scores
+from core.reap.checkpoint import load_model, recipe_for, save_reduced, slice_experts
+from core.reap.scores import load_scores
+
+SCOPES = ("layer", "global")
 
 
-def experts_to_keep(scores: list[list[float]], ratio: float, top_k: int, groups: int = 1) -> list[list[int]]:
+@dataclass(frozen=True)
+class Selection:
+    """How experts are chosen from a method's scores, beyond the ratio.
+
+    scope "layer": each layer drops its lowest-scoring experts, the same count everywhere (the paper's setting);
+    "global": one ranking across layers by score over the layer's mean score, the lowest go wherever they are
+    (same total as "layer", each layer keeps at least top-k). `protect`: the `protect` experts with the largest
+    max activation in the whole model (super experts) are never removed.
+    """
+
+    scope: str = "layer"
+    protect: int = 0
+
+    def __post_init__(self):
+        if self.scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, got {self.scope!r}")
+        if isinstance(self.protect, bool) or not isinstance(self.protect, int) or self.protect < 0:
+            raise ValueError(f"super experts to protect must be a whole number >= 0, got {self.protect!r}")
+
+    @property
+    def key(self) -> str:
+        """"" for the default; otherwise what tells this selection apart in cache keys and labels."""
+        parts = [f"/{self.scope}"] if self.scope != "layer" else []
+        if self.protect:
+            parts.append(f"/protect{self.protect}")
+        return "".join(parts)
+
+
+def super_experts(max_activation: list[list[float]] | torch.Tensor, k: int) -> list[list[int]]:
+    """Per layer, the experts among the `k` with the largest max activation anywhere in the model."""
+    peaks = torch.as_tensor(max_activation, dtype=torch.float64)
+    if k > peaks.numel():
+        raise ValueError(f"cannot protect {k} super experts: the model has {peaks.numel()} routed experts")
+    top = peaks.flatten().argsort(descending=True, stable=True)[:k]
+    return [sorted((top[top // peaks.shape[1] == layer] % peaks.shape[1]).tolist()) for layer in range(len(peaks))]
+
+
+def experts_to_keep(scores: list[list[float]], ratio: float, top_k: int, groups: int = 1,
+                    protected: list[list[int]] | None = None, scope: str = "layer") -> list[list[int]]:
     """Per layer, the sorted indices of the experts kept when the lowest-scoring `ratio` of them go.
 
     With group-limited routing the same number goes from every group, so the groups stay equal in size.
+    `protected[layer]` experts are kept whatever they score; `scope` as in `Selection`.
     """
     if not 0 <= ratio < 1:
         raise ValueError(f"ratio must be in [0, 1), got {ratio}")
@@ -38,45 +77,41 @@ def experts_to_keep(scores: list[list[float]], ratio: float, top_k: int, groups:
         raise ValueError(f"ratio {ratio} keeps {keep} of {experts} experts, fewer than top-k = {top_k}")
     if groups > 1 and keep // groups < 2:
         raise ValueError(f"ratio {ratio} keeps {keep // groups} experts per group; group routing needs at least 2")
+    protected = protected or [[] for _ in scores]
+    if scope == "global":
+        if groups > 1:
+            raise ValueError("a global ranking needs plain top-k routing; group-limited routing prunes per group")
+        return _keep_global(scores, drop * len(scores), top_k, protected)
     per_group = experts // groups
     kept = []
-    for layer in scores:
-        s = torch.tensor(layer, dtype=torch.float64).view(groups, per_group)
+    for i, (layer, guard) in enumerate(zip(scores, protected)):
+        s = torch.tensor(layer, dtype=torch.float64)
+        s[guard] = float("inf")  # protected experts rank first
+        s = s.view(groups, per_group)
+        if (s == float("inf")).sum(1).max() > keep // groups:
+            raise ValueError(f"layer {i} has {len(guard)} protected experts, more than the {keep} it keeps")
         best = s.argsort(dim=1, descending=True, stable=True)[:, : keep // groups]
         kept.append(sorted((best + torch.arange(groups)[:, None] * per_group).flatten().tolist()))
     return kept
 
 
-def _slice_module(module: torch.nn.Module, index: torch.Tensor, experts: int) -> None:
-    for name, tensor in list(module.named_parameters(recurse=True)) + list(module.named_buffers(recurse=True)):
-        if tensor.dim() and tensor.shape[0] == experts:
-            owner = module.get_submodule(name.rpartition(".")[0]) if "." in name else module
-            attr = name.rpartition(".")[2]
-            sliced = tensor.data[index].clone()
-            if isinstance(tensor, torch.nn.Parameter):
-                setattr(owner, attr, torch.nn.Parameter(sliced, requires_grad=tensor.requires_grad))
-            else:
-                owner.register_buffer(attr, sliced)
-    for m in module.modules():
-        if getattr(m, "num_experts", None) == experts:
-            m.num_experts = len(index)
-
-
-@torch.no_grad()
-def slice_experts(model, kept: list[list[int]]) -> None:
-    """In place: keep only `kept[layer]` experts in every sparse block and update the config."""
-    adapter = adapter_for(model)
-    blocks = moe_blocks(model)
-    if len(kept) != len(blocks) or len({len(k) for k in kept}) != 1:
-        raise ValueError(f"need the same number of kept experts for each of the {len(blocks)} sparse layers")
-    for (_, block), keep in zip(blocks, kept):
-        experts = block.experts.num_experts
-        index = torch.tensor(keep)
-        _slice_module(router_of(model, block), index, experts)
-        _slice_module(block.experts, index, experts)
-        if getattr(block, "num_experts", None) == experts:
-            block.num_experts = len(keep)
-    setattr(model.config, adapter.experts_key, len(kept[0]))
+def _keep_global(scores: list[list[float]], drop: int, top_k: int, protected: list[list[int]]) -> list[list[int]]:
+    s = torch.tensor(scores, dtype=torch.float64)
+    layers, experts = s.shape
+    # Scores grow with depth (outputs get larger), so each is compared with its own layer's mean.
+    relative = s / s.mean(1, keepdim=True).clamp(min=1e-30)
+    gone: list[set[int]] = [set() for _ in range(layers)]
+    removed = 0
+    for flat in relative.flatten().argsort(stable=True).tolist():
+        if removed == drop:
+            break
+        layer, j = divmod(flat, experts)
+        if j not in protected[layer] and experts - len(gone[layer]) > top_k:
+            gone[layer].add(j)
+            removed += 1
+    if removed < drop:
+        raise ValueError(f"cannot remove {drop} experts while keeping top-k = {top_k} per layer and the protected ones")
+    return [sorted(set(range(experts)) - g) for g in gone]
 
 
 class LiveMask:
@@ -111,76 +146,24 @@ class LiveMask:
         self._handles.clear()
 
 
-def atomic_save(out: str | Path, write) -> Path:
-    """Call `write(tmpdir)` on a temporary directory next to `out`, then rename it into place.
-
-    A crash leaves `out` as it was (old content or absent), never half-written.
-    """
-    out = Path(out).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should look like any saved model
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
-
-
-def save_reduced(model, tokenizer, out: str | Path, recipe: dict) -> Path:
-    """The model (in its stored dtype), tokenizer, recipe.yaml and a model card, written atomically."""
-    card = (
-        f"# {Path(out).name}\n\n"
-        f"`{recipe['source_model']}` with {recipe['ratio']:.0%} of its routed experts removed per layer by "
-        f"**{recipe['method']}**, calibrated on `{recipe['calibration']}` ({recipe['calibration_tokens']} tokens). "
-        f"{recipe['experts_before']} -> {recipe['experts_after']} experts per layer, top-k {recipe['top_k']} unchanged.\n\n"
-        "Loads with plain transformers:\n\n"
-        "```python\nfrom transformers import AutoModelForCausalLM\n"
-        f"model = AutoModelForCausalLM.from_pretrained(\"{Path(out).name}\")\n```\n\n"
-        "Kept experts per layer are listed in `recipe.yaml`. Made with Speculum (`python -m core reap ...`).\n"
-    )
-
-    def write(tmp: Path) -> None:
-        model.save_pretrained(tmp)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
-        (tmp / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-        (tmp / "README.md").write_text(card)
-
-    return atomic_save(out, write)
-
-
-def recipe_for(scores: dict, method: str, ratio: float, kept: list[list[int]], **extra) -> dict:
-    return {
-        "method": method,
-        "ratio": ratio,
-        "source_model": scores["model"],
-        "calibration": scores["calibration"],
-        "calibration_tokens": scores["num_tokens"],
-        "experts_before": scores["num_experts"],
-        "experts_after": len(kept[0]),
-        "top_k": scores["top_k"],
-        "kept_experts": {name: keep for name, keep in zip(scores["layers"], kept)},
-        **extra,
-    }
+def kept_experts(scores: dict, cache: dict, method: str, ratio: float, groups: int,
+                 selection: Selection = Selection()) -> list[list[int]]:
+    """The experts a pruning criterion keeps at `ratio` under `selection`, from `reap score`'s output."""
+    protected = super_experts(cache["max_activation"], selection.protect) if selection.protect else None
+    return experts_to_keep(scores["scores"][method], ratio, scores["top_k"], groups, protected, selection.scope)
 
 
 def run(args) -> None:
-    scores, _ = load_scores(args.scores)
+    scores, cache = load_scores(args.scores)
     if args.method not in scores["scores"]:
         raise ValueError(f"unknown method {args.method!r}; {args.scores} has {sorted(scores['scores'])}")
+    selection = Selection(args.scope, args.protect)
     model, tokenizer = load_model(args.model or scores["model"], dtype="auto")  # slicing keeps the stored dtype
-    kept = experts_to_keep(scores["scores"][args.method], args.ratio, scores["top_k"], num_groups(model))
+    kept = kept_experts(scores, cache, args.method, args.ratio, num_groups(model), selection)
     slice_experts(model, kept)
-    out = save_reduced(model, tokenizer, args.out, recipe_for(scores, args.method, args.ratio, kept))
-    print(f"{args.method} {args.ratio:.0%}: {scores['num_experts']} -> {len(kept[0])} experts per layer -> {out}")
+    recipe = recipe_for(scores, args.method, args.ratio, kept, scope=selection.scope,
+                        protected_super_experts=selection.protect)
+    out = save_reduced(model, tokenizer, args.out, recipe)
+    counts = sorted({len(k) for k in kept})
+    left = counts[0] if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    print(f"{args.method} {args.ratio:.0%}: {scores['num_experts']} -> {left} experts per layer -> {out}")

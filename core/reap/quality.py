@@ -42,8 +42,10 @@ class QualityConfig:
 def perplexity(model, windows: torch.Tensor, batch: int = 16) -> float:
     total, count = 0.0, 0
     for chunk in windows.split(batch):
-        logits = model(input_ids=chunk).logits[:, :-1].float()
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="sum")
+        logits = model(input_ids=chunk.to(model.device)).logits[:, :-1].float()
+        # Logits come out where the last layer is: with device_map that need not be model.device.
+        labels = chunk[:, 1:].to(logits.device)
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="sum")
         total, count = total + nll.item(), count + chunk[:, 1:].numel()
     return math.exp(total / count)
 
@@ -92,7 +94,7 @@ def _extract(domain: str, text: str) -> str:
 @torch.no_grad()
 def exact_match(model, tokenizer, domain: str, items: tuple[Item, ...], max_new_tokens: int) -> float:
     tokenizer.padding_side = "left"
-    enc = tokenizer([it.prompt for it in items], return_tensors="pt", padding=True)
+    enc = tokenizer([it.prompt for it in items], return_tensors="pt", padding=True).to(model.device)
     out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     return sum(_extract(domain, t) == it.answer for t, it in zip(texts, items)) / len(items)

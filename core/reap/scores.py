@@ -10,25 +10,25 @@
     python -m core reap score --model Qwen/Qwen3-30B-A3B --layerwise cuda --out DIR   # held on the CPU, scored
                                                                                      # one layer at a time on the GPU
 
-DIR/scores.json holds the scores, the routing statistics (frequency, mean gate per layer x expert) and
-provenance; DIR/stats.pt holds what the merge baselines and the subspace view need (mean routed outputs,
-router-logit Gram matrices, every expert's mean output on a bounded token subsample). Any ratio is then
-pruned from the cache without touching the calibration data again.
+DIR/scores.json holds the scores, the routing statistics (frequency, mean gate and max activation per layer x expert)
+and provenance; DIR/stats.safetensors holds what the merge baselines, super-expert protection and the subspace view
+need (mean routed outputs, router-logit Gram matrices, max activations, every expert's mean output on a bounded token
+subsample). Any ratio is then pruned from the cache without touching the calibration data again.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from safetensors.torch import load_file, save_file
 
-from core.loading import LoadOptions
 from core.reap import data
 from core.reap.adapters import moe_blocks
+from core.reap.checkpoint import load_model
 from core.reap.observer import LayerStats, all_expert_outputs, observe, observe_layerwise, on_device
 
 METHODS = ("reap", "ean", "frequency", "weighted_frequency", "random")
@@ -56,15 +56,8 @@ def method_scores(stats: list[LayerStats], seed: int = 0) -> dict[str, list[list
     return {m: [f(s).tolist() for s in stats] for m, f in per_method.items()}
 
 
-def load_model(name_or_path: str, load: LoadOptions = LoadOptions(), dtype: str | None = None):
-    """A MoE model and its tokenizer; `dtype` overrides the load options' (e.g. "auto": keep the stored one)."""
-    load = load if dtype is None else replace(load, dtype=dtype)
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, **load.kwargs()).eval()
-    return model, AutoTokenizer.from_pretrained(name_or_path, **load.file_kwargs())
-
-
 def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tuple[dict, dict]:
-    """(scores.json content without provenance, stats.pt content) for a model over [n, seq_len] windows."""
+    """(scores.json content without provenance, stats.safetensors content) for a model over [n, seq_len] windows."""
     t0 = time.perf_counter()
     if cfg.layerwise:
         stats = observe_layerwise(model, windows, cfg.layerwise, cfg.batch, cfg.sample_tokens)
@@ -78,6 +71,7 @@ def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tup
         with on_device(block, cfg.layerwise):
             mean_all.append(all_expert_outputs(model, block, sample).double().mean(1).cpu())
     count = torch.stack([s.count for s in stats])
+    max_activation = torch.stack([s.max_act for s in stats])
     result = {
         "num_tokens": windows.numel(),
         "seq_len": windows.shape[1],
@@ -89,6 +83,7 @@ def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tup
         "routing": {
             "frequency": (count / count.sum(1, keepdim=True)).tolist(),
             "mean_gate": (torch.stack([s.gate_sum for s in stats]) / count.clamp(min=1)).tolist(),
+            "max_activation": max_activation.tolist(),
         },
         "timing": {"observe_s": round(observe_s, 3), "all_experts_subsample_s": round(time.perf_counter() - t0, 3)},
     }
@@ -96,22 +91,27 @@ def score(model, windows: torch.Tensor, cfg: ScoreConfig = ScoreConfig()) -> tup
         "count": count,
         "mean_routed_output": torch.stack([s.out_sum for s in stats]) / count.clamp(min=1)[..., None],
         "logit_gram": torch.stack([s.logit_gram for s in stats]),
+        "max_activation": max_activation,
         "mean_output_all": torch.stack(mean_all),  # [L, E, H] over the subsample, every expert
     }
     return result, cache
 
 
+STATS = "stats.safetensors"
+
+
 def save_scores(out: Path, result: dict, cache: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(cache, out / "stats.pt")
+    save_file({k: v.contiguous() for k, v in cache.items()}, out / STATS)
     (out / "scores.json").write_text(json.dumps(result))
 
 
 def load_scores(path: str | Path) -> tuple[dict, dict]:
     path = Path(path)
-    if not (path / "scores.json").is_file():
-        raise ValueError(f"{path} has no scores.json; create it with `python -m core reap score ... --out {path}`")
-    return json.loads((path / "scores.json").read_text()), torch.load(path / "stats.pt")
+    if not (path / "scores.json").is_file() or not (path / STATS).is_file():
+        missing = "scores.json" if not (path / "scores.json").is_file() else STATS
+        raise ValueError(f"{path} has no {missing}; (re)create it with `python -m core reap score ... --out {path}`")
+    return json.loads((path / "scores.json").read_text()), load_file(path / STATS)
 
 
 def run(args) -> None:

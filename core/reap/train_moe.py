@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
+from core.loading import save_bf16
 from core.reap import data
 from core.reap.embedded_moe import MOE_PATH, MoeSize, new_moe, train_tokenizer
 from core.reap.quality import evaluate, perplexity
@@ -77,9 +78,8 @@ def train(cfg: MoeTrainConfig, size: MoeSize = MoeSize()) -> None:
     model.eval()
     out_dir = Path(cfg.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(out_dir)
+    save_bf16(model, out_dir)
     tokenizer.save_pretrained(out_dir)
-    model.float()
     final = evaluate(model, tokenizer)
     print("final", json.dumps(final), flush=True)
     (out_dir / "training_log.json").write_text(
