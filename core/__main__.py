@@ -6,44 +6,44 @@ import argparse
 
 from safetensors import SafetensorError
 
-from core.embedded import EMBEDDED_PATHS
+from core.models.embedded import EMBEDDED_PATHS
 from core.reap.cli import register as register_reap
 
 
 def _train(args) -> None:
     if args.what == "target":
-        from core.train_target import run
+        from core.training.target import run
     elif args.what == "text-drafter":
-        from core.train_drafter import run
+        from core.training.text_drafter import run
     elif args.what == "moe":
         from core.reap.train_moe import run
     elif args.what == "dream":
-        from core.train_dream import run
+        from core.training.dream import run
     else:
-        from core.train_massv import run
+        from core.training.massv import run
     run(args)
 
 
 def _eval_target(args) -> None:
-    from core.evaluate import run
+    from core.bench.evaluate import run
 
     run(args)
 
 
 def _generate(args) -> None:
-    from core.generate import run
+    from core.decoding.generate import run
 
     run(args)
 
 
 def _bench_spec(args) -> None:
-    from core.bench_spec import run
+    from core.bench.spec import run
 
     run(args)
 
 
 def _bench_gpu(args) -> None:
-    from core.bench_gpu import run
+    from core.bench.gpu import run
 
     run(args)
 
@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "training-time test; default 1: teacher forcing only)")
     train.add_argument("--data-dir", dest="data_dir",
                        help="massv, dream: train on your images: DIR holds them and a metadata.jsonl (file_name, "
-                            "prompt, optional answer) instead of the procedural world (core/training_data.py)")
+                            "prompt, optional answer) instead of the procedural world (core/training/training_data.py)")
     train.add_argument("--hf-dataset", dest="hf_dataset", metavar="NAME[:SPLIT]",
                        help="massv, dream: train on a datasets dataset with columns image, prompt, optional answer")
     train.set_defaults(func=_train)

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gradio_client import Client, handle_file  # noqa: E402
 
-from core import world  # noqa: E402
 from core.reap.lab import lab_for, model_info  # noqa: E402
+from core.world import scenes  # noqa: E402
 from ui import models  # noqa: E402
 from ui.app import launch  # noqa: E402
 
@@ -223,7 +223,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     # A fresh score cache, so the REAP figures start from scores computed in this run, not an older model's.
     os.environ["SPECULUM_CACHE"] = tempfile.mkdtemp(prefix="speculum-bench-")
-    sample = world.sample("heldout", 0)
+    sample = scenes.sample("heldout", 0)
     image = Path(tempfile.mkdtemp()) / "caption.png"
     sample.image.save(image)
     with socket.socket() as s:

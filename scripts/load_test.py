@@ -30,8 +30,8 @@ from gradio_client import Client, handle_file
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import world  # noqa: E402
-from core.registry import DRAFTERS  # noqa: E402
+from core.models.registry import DRAFTERS  # noqa: E402
+from core.world import scenes  # noqa: E402
 
 KINDS = ("generate", "race", "reap")
 METHODS = ("reap", "ean", "frequency", "hc-smoe")
@@ -61,7 +61,7 @@ class Session:
     """One client: its own image, prompt, drafter, seed and ratio, so its answers differ from the others'."""
 
     def __init__(self, url: str, index: int, cfg: LoadConfig, image_dir: Path):
-        sample = world.sample("heldout", 100 + index)
+        sample = scenes.sample("heldout", 100 + index)
         self.image = image_dir / f"client{index}.png"
         sample.image.save(self.image)
         self.prompt = sample.prompt

@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
-from core.drafters import TextDrafter
-from core.dream import DreamAdapter, DreamConfig, DreamDrafter
-from core.embedded import DrafterSize, TargetSize, new_target, new_text_drafter, save_vlm
-from core.tokenizer import train_tokenizer
-from core.vlm import VisionLanguageModel
+from core.drafters.base import TextDrafter
+from core.drafters.dream import DreamAdapter, DreamConfig, DreamDrafter
+from core.models.embedded import DrafterSize, TargetSize, new_target, new_text_drafter, save_vlm
+from core.models.tokenizer import train_tokenizer
+from core.models.vlm import VisionLanguageModel
 
 TINY_TARGET = TargetSize(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vision_hidden=32,
                          vision_depth=1, vision_heads=2)
@@ -127,9 +127,9 @@ def raw_call(app_url):
 @pytest.fixture(scope="session")
 def world_png(tmp_path_factory):
     """A held-out world sample saved as PNG (lossless, so the app sees exactly these pixels), and its prompt."""
-    from core import world
+    from core.world import scenes
 
-    sample = world.sample("heldout", 1)
+    sample = scenes.sample("heldout", 1)
     path = tmp_path_factory.mktemp("app") / "world.png"
     sample.image.save(path)
     return path, sample.prompt

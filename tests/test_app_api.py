@@ -10,8 +10,8 @@ import pytest
 from gradio_client import handle_file
 from PIL import Image
 
-from core.engine import SpeculativeEngine
-from core.registry import DRAFTERS, load_target
+from core.decoding.engine import SpeculativeEngine
+from core.models.registry import DRAFTERS, load_target
 from ui.models import has_weights
 
 MAX_NEW = 24

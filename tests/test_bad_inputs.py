@@ -26,12 +26,12 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from core import registry
 from core.__main__ import cli
-from core.embedded import EMBEDDED_PATHS
-from core.engine import SpeculativeEngine
-from core.limits import open_image
-from core.presets import DrafterSource
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.limits import open_image
+from core.models import registry
+from core.models.embedded import EMBEDDED_PATHS
+from core.models.presets import DrafterSource
 
 NAN = float("nan")
 CHOICES = "not in the list of choices"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.bench_gpu import GpuBenchConfig, _accept_probability, bench
+from core.bench.gpu import GpuBenchConfig, _accept_probability, bench
 
 
 @pytest.mark.parametrize("tau, gamma", [(1.0, 4), (2.0, 4), (3.5, 4), (5.0, 4), (3.0, 8)])

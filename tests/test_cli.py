@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from core import world
 from core.__main__ import main
+from core.world import scenes
 
 
 @pytest.fixture
 def image_file(tmp_path):
     path = tmp_path / "scene.png"
-    world.sample("heldout", 0).image.save(path)
+    scenes.sample("heldout", 0).image.save(path)
     return path
 
 

@@ -10,13 +10,13 @@ import random
 import pytest
 import torch
 
-from core import world
-from core.dream import AdapterCache, DreamDrafter, keep_visual, visual_scores
-from core.engine import SpeculativeEngine
-from core.sampling import SamplingConfig
-from core.train_dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, losses, rollout, train
-from core.tree import TreeShape
-from core.vlm import VisionLanguageModel, last_layer_attention
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.decoding.tree import TreeShape
+from core.drafters.dream import AdapterCache, DreamDrafter, keep_visual, visual_scores
+from core.models.vlm import VisionLanguageModel, last_layer_attention
+from core.training.dream import Batch, DreamTrainConfig, attention_entropy, draft_vocabulary, losses, rollout, train
+from core.world import scenes
 
 
 def _started(engine, drafter, sample, rounds: int = 0, gamma: int = 4):
@@ -31,7 +31,7 @@ def _started(engine, drafter, sample, rounds: int = 0, gamma: int = 4):
 
 def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
     eager = VisionLanguageModel.from_pretrained(tiny_target_dir, attn_implementation="eager")
-    s = world.sample("heldout", 3)
+    s = scenes.sample("heldout", 3)
     request = eager.prepare(s.image, s.prompt)
     positions, _ = eager.rope_positions(request)
     with torch.no_grad():
@@ -49,7 +49,7 @@ def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
 
 def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
-    s = world.sample("heldout", 5)
+    s = scenes.sample("heldout", 5)
     session, _ = _started(engine, tiny_dream, s, rounds=4, gamma=3)
     ids = torch.cat([session.request.input_ids, torch.tensor([session.generated[:-1]])], dim=1)
     with torch.no_grad():
@@ -64,7 +64,7 @@ def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dr
 def test_cache_rollback_is_exact(tiny_target, tiny_dream):
     """After rounds of accepted and rejected drafts, the run drafts exactly what a fresh run would."""
     engine = SpeculativeEngine(tiny_target)
-    s = world.sample("heldout", 6)
+    s = scenes.sample("heldout", 6)
     session, run = _started(engine, tiny_dream, s, rounds=5)
     session.prefill_states = None
     again = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=tiny_dream)
@@ -79,7 +79,7 @@ def test_cache_rollback_is_exact(tiny_target, tiny_dream):
 def test_greedy_dream_is_lossless(tiny_target, tiny_dream, keep_ratio):
     engine = SpeculativeEngine(tiny_target)
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=keep_ratio)
-    cases = [(s.image, s.prompt) for s in world.samples("heldout", 3)] + [(None, "Describe the image.")]
+    cases = [(s.image, s.prompt) for s in scenes.samples("heldout", 3)] + [(None, "Describe the image.")]
     for image, prompt in cases:
         plain = engine.generate(image, prompt, max_new_tokens=16)
         spec = engine.generate(image, prompt, drafter, gamma=3, max_new_tokens=16)
@@ -89,7 +89,7 @@ def test_greedy_dream_is_lossless(tiny_target, tiny_dream, keep_ratio):
 def test_keep_ratio_keeps_the_most_attended_visual_tokens(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=0.5)
-    session, run = _started(engine, drafter, world.sample("heldout", 7))
+    session, run = _started(engine, drafter, scenes.sample("heldout", 7))
     visual = session.request.image_mask.nonzero().view(-1)
     keys = session.cache.layers[-1].keys
     scores = visual_scores(last_layer_attention(tiny_target, session.prefill_states, session.prefill_positions, keys),
@@ -132,7 +132,7 @@ def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir
     for name, tensor in drafter.adapter.state_dict().items():
         expected = tensor.to(torch.bfloat16).float() if tensor.is_floating_point() else tensor
         torch.testing.assert_close(loaded.adapter.state_dict()[name], expected)
-    s = world.sample("heldout", 0)
+    s = scenes.sample("heldout", 0)
     engine = SpeculativeEngine(tiny_target)
     assert engine.generate(s.image, s.prompt, loaded, max_new_tokens=8).token_ids == \
         engine.generate(s.image, s.prompt, max_new_tokens=8).token_ids
@@ -230,7 +230,7 @@ def test_the_draft_vocabulary_is_the_most_answered_tokens_and_the_stop_tokens():
 
 def test_a_draft_vocabulary_restricts_the_drafts_and_stays_lossless(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
-    samples = world.samples("heldout", 3)
+    samples = scenes.samples("heldout", 3)
     answered = {t for s in samples for t in engine.generate(s.image, s.prompt, max_new_tokens=12).token_ids}
     vocab = sorted(answered | set(range(3, 40)))  # what the target says, and tokens it does not
     adapter = copy.deepcopy(tiny_dream.adapter)

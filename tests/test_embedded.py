@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from core import world
 from core.__main__ import main
-from core.bench_spec import bench as bench_spec
-from core.engine import SpeculativeEngine
-from core.evaluate import exact_match
-from core.registry import DRAFTERS, load_drafter, load_target
-from core.sampling import SamplingConfig
+from core.bench.evaluate import exact_match
+from core.bench.spec import bench as bench_spec
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.models.registry import DRAFTERS, load_drafter, load_target
+from core.world import scenes
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +27,14 @@ def _exact(engine, samples) -> int:
 def test_shipped_target_is_the_trained_one(engine):
     """A quick guard against shipping untrained or mismatched weights: the shipped target answers 28 of these 40
     vqa questions (an untrained one answers none)."""
-    right = _exact(engine, world.samples("heldout", 40, ("vqa",), start=500))
+    right = _exact(engine, scenes.samples("heldout", 40, ("vqa",), start=500))
     assert right >= 15, f"{right}/40 exact"
 
 
 def test_target_meets_the_accuracy_goal():
     """The goal, measured as `python -m core eval-target --n 200` measures it: 0.85 exact match on the held-out
     answers of each task family."""
-    result = exact_match(load_target("embedded"), world.samples("heldout", 200))
+    result = exact_match(load_target("embedded"), scenes.samples("heldout", 200))
     assert all(acc >= 0.85 for acc in result["per_task"].values()), result
 
 
@@ -42,7 +42,7 @@ def test_target_meets_the_accuracy_goal():
 def test_drafters_are_lossless_and_accepted(engine, name):
     drafter = load_drafter(name)
     drafted = accepted = 0
-    for s in world.samples("heldout", 4, start=900):
+    for s in scenes.samples("heldout", 4, start=900):
         plain = engine.generate(s.image, s.prompt)
         spec = engine.generate(s.image, s.prompt, drafter, gamma=4)
         assert spec.token_ids == plain.token_ids
@@ -52,7 +52,7 @@ def test_drafters_are_lossless_and_accepted(engine, name):
 
 
 def test_sampled_generation_is_reproducible(engine):
-    s = world.sample("heldout", 3)
+    s = scenes.sample("heldout", 3)
     cfg = SamplingConfig(temperature=1.0, top_p=0.95)
     a = engine.generate(s.image, s.prompt, load_drafter("text"), sampling=cfg, seed=11)
     b = engine.generate(s.image, s.prompt, load_drafter("text"), sampling=cfg, seed=11)
@@ -71,7 +71,7 @@ def test_bench_spec_report_schema(tmp_path):
                           "lossless_mismatches", "per_task", "hf_assisted"}
     assert entry["lossless_mismatches"] == 0 and entry["tau"] >= 1.0
     assert len(entry["per_position_acceptance"]) == 4
-    assert set(entry["per_task"]) == set(world.TASKS)
+    assert set(entry["per_task"]) == set(scenes.TASKS)
 
 
 def test_bench_spec_needs_at_least_one_repeat():

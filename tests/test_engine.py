@@ -6,16 +6,16 @@ import pytest
 import torch
 from PIL import Image
 
-from core import world
-from core.engine import SpeculativeEngine
-from core.sampling import SamplingConfig
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.world import scenes
 
 
 def _images():
     """World images plus images that are not from the world (other sizes, aspect ratios, noise)."""
     gen = torch.Generator().manual_seed(0)
     noise = (torch.rand(70, 130, 3, generator=gen) * 255).byte().numpy()
-    return [s.image for s in world.samples("heldout", 4)] + [
+    return [s.image for s in scenes.samples("heldout", 4)] + [
         Image.fromarray(noise),
         Image.new("RGB", (300, 40), (10, 200, 30)),
         None,  # text-only prompt
@@ -45,7 +45,7 @@ def test_twin_drafter_is_accepted_and_earns_bonus_tokens(tiny_target, twin_draft
 
 def test_rounds_are_consistent_with_the_emitted_text(tiny_target, tiny_text_drafter):
     engine = SpeculativeEngine(tiny_target)
-    image = world.sample("heldout", 1).image
+    image = scenes.sample("heldout", 1).image
     rounds = list(engine.stream(image, "Describe the image.", tiny_text_drafter, gamma=3, max_new_tokens=20))
     assert rounds[0].kind == "prefill" and len(rounds[0].emitted) == 1
     assert [r.index for r in rounds] == list(range(len(rounds)))
@@ -62,7 +62,7 @@ def test_rounds_are_consistent_with_the_emitted_text(tiny_target, tiny_text_draf
 def test_kv_rollback_is_exact(tiny_target, tiny_text_drafter):
     """After a speculative run the target's cache equals a fresh prefill of the same committed tokens."""
     engine = SpeculativeEngine(tiny_target)
-    image = world.sample("heldout", 2).image
+    image = scenes.sample("heldout", 2).image
     session = engine.open(image, "Describe the image.", SamplingConfig(), seed=0)
     engine._prefill(session)
     run = tiny_text_drafter.start(session)
@@ -92,7 +92,7 @@ def test_sampling_with_a_seed_is_reproducible(tiny_target, tiny_text_drafter):
 def test_a_chain_stops_after_an_end_of_sequence_draft(tiny_target, drafter_name, request):
     drafter = request.getfixturevalue(drafter_name)
     engine = SpeculativeEngine(tiny_target)
-    s = world.sample("heldout", 0)
+    s = scenes.sample("heldout", 0)
 
     def propose(stop_ids):
         session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter)
@@ -109,7 +109,7 @@ def test_a_chain_stops_after_an_end_of_sequence_draft(tiny_target, drafter_name,
 def test_a_chain_stops_below_min_draft_prob_and_stays_lossless(tiny_target, tiny_text_drafter):
     engine = SpeculativeEngine(tiny_target)
     stopped_early = 0
-    for s in world.samples("heldout", 4):
+    for s in scenes.samples("heldout", 4):
         plain = engine.generate(s.image, s.prompt, max_new_tokens=20)
         spec = engine.generate(s.image, s.prompt, tiny_text_drafter, gamma=6, max_new_tokens=20, min_draft_prob=0.2)
         assert spec.token_ids == plain.token_ids
@@ -134,7 +134,7 @@ def test_a_committed_id_past_the_drafters_rows_is_read_as_its_last_row(tiny_targ
     """A target with more vocabulary rows than its drafter (Qwen2.5-VL-7B vs Qwen2.5-1.5B) can commit an id the
     drafter has no embedding for; the drafter must read it (as its last row) rather than fail."""
     engine = SpeculativeEngine(tiny_target)
-    s = world.sample("heldout", 3)
+    s = scenes.sample("heldout", 3)
     rows = tiny_text_drafter.model.get_input_embeddings().num_embeddings
     proposals = []
     for committed in (rows + 5, rows - 1):

@@ -1,4 +1,4 @@
-"""The fast path (core/fast_path.py) changes speed, never results: static caches (and, on a GPU, CUDA graphs) give
+"""The fast path (core/decoding/fast_path.py) changes speed, never results: static caches (and, on a GPU, CUDA graphs) give
 token-for-token the output of the plain eager path, for chains and trees, greedy and sampled.
 
     python -m pytest -q tests/test_fast_path.py
@@ -9,18 +9,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core import world
-from core.dream import DreamDrafter
-from core.engine import SpeculativeEngine
-from core.fast_path import FastPath
-from core.sampling import SamplingConfig
-from core.tree import TreeShape
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.fast_path import FastPath
+from core.decoding.sampling import SamplingConfig
+from core.decoding.tree import TreeShape
+from core.drafters.dream import DreamDrafter
+from core.world import scenes
 
 STATIC = FastPath(static_cache=True, bucket=64)  # small buckets: caches are resized across the cases below
 
 
 def _cases():
-    return [(s.image, s.prompt) for s in world.samples("heldout", 2)] + [(None, "Describe the image.")]
+    return [(s.image, s.prompt) for s in scenes.samples("heldout", 2)] + [(None, "Describe the image.")]
 
 
 def _drafters(tiny_text_drafter, tiny_dream, tiny_target):
@@ -49,7 +49,7 @@ def test_static_caches_give_the_eager_tokens(name, tiny_target, tiny_text_drafte
 
 def test_static_caches_keep_sampling_identical(tiny_target, tiny_text_drafter):
     eager, fast = SpeculativeEngine(tiny_target, FastPath()), SpeculativeEngine(tiny_target, STATIC)
-    s = world.sample("heldout", 4)
+    s = scenes.sample("heldout", 4)
     cfg = SamplingConfig(temperature=1.0, top_p=0.9)
     reference = eager.generate(s.image, s.prompt, tiny_text_drafter, sampling=cfg, seed=3, max_new_tokens=24)
     assert fast.generate(s.image, s.prompt, tiny_text_drafter, sampling=cfg, seed=3,
@@ -63,14 +63,14 @@ def test_a_static_cache_is_sized_in_whole_buckets(tiny_target):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 def test_cuda_graphs_give_the_eager_tokens(tiny_target_dir, tiny_text_drafter_dir):
-    from core.drafters import TextDrafter
-    from core.vlm import VisionLanguageModel
+    from core.drafters.base import TextDrafter
+    from core.models.vlm import VisionLanguageModel
 
     target = VisionLanguageModel.from_pretrained(tiny_target_dir)
     target.model.to("cuda")
     drafter = TextDrafter.from_pretrained(tiny_text_drafter_dir)
     drafter.model.to("cuda")
-    s = world.sample("heldout", 1)
+    s = scenes.sample("heldout", 1)
     reference = SpeculativeEngine(target, FastPath()).generate(s.image, s.prompt, drafter, max_new_tokens=24)
     graphs = SpeculativeEngine(target, FastPath.auto("cuda"))
     for _ in range(2):  # the second run replays the recorded graphs

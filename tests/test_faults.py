@@ -18,9 +18,9 @@ import pytest
 from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
-from core import registry
-from core.embedded import EMBEDDED_PATHS
-from core.presets import VLM_PRESETS, DrafterSource
+from core.models import registry
+from core.models.embedded import EMBEDDED_PATHS
+from core.models.presets import VLM_PRESETS, DrafterSource
 from core.reap.checkpoint import atomic_save
 from core.reap.lab import Lab, LabConfig
 from core.reap.quality import QualityConfig

@@ -1,5 +1,5 @@
 """Losslessness under fuzzing (hypothesis): random prompts (unicode, odd whitespace), images (any size, PIL mode and
-noise), γ, temperature, top-p and seeds, through every drafter of core.registry.DRAFTERS and DREAM's tree on the
+noise), γ, temperature, top-p and seeds, through every drafter of core.models.registry.DRAFTERS and DREAM's tree on the
 embedded target. Greedy output must equal plain decoding token for token; sampling with a seed must repeat
 exactly; and sampled outputs through an image-reading drafter (MASSV) must follow the target's own distribution,
 enumerated with transformers' plain forward (a chi-square test).
@@ -18,11 +18,11 @@ from PIL import Image
 from scipy.stats import chi2
 from test_sampling import chi_square
 
-from core import world
-from core.engine import SpeculativeEngine
-from core.massv import MassvDrafter
-from core.registry import DRAFTERS, load_drafter, load_target
-from core.sampling import SamplingConfig, distribution
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig, distribution
+from core.drafters.massv import MassvDrafter
+from core.models.registry import DRAFTERS, load_drafter, load_target
+from core.world import scenes
 
 SPECS = [*DRAFTERS, "dream:tree=4x8"]  # every drafter, and DREAM drafting EAGLE-2 trees
 MAX_NEW = 6
@@ -40,12 +40,12 @@ def _noise(width: int, height: int, mode: str, seed: int) -> Image.Image:
 
 
 prompts = st.builds(lambda a, p, b: a + p + b, WHITESPACE,
-                    st.one_of(st.builds(lambda i: world.sample("heldout", i).prompt, st.integers(0, 50)),
+                    st.one_of(st.builds(lambda i: scenes.sample("heldout", i).prompt, st.integers(0, 50)),
                               st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)),
                     WHITESPACE)
 images = st.one_of(
     st.none(),
-    st.builds(lambda i: world.sample("heldout", i).image, st.integers(0, 50)),
+    st.builds(lambda i: scenes.sample("heldout", i).image, st.integers(0, 50)),
     st.builds(_noise, st.integers(1, 160), st.integers(1, 160), st.sampled_from(MODES), st.integers(0, 2**16)),
 )
 sampled = st.builds(SamplingConfig, temperature=st.floats(0.05, 1.5), top_p=st.floats(0.05, 1.0))
@@ -110,7 +110,7 @@ def test_sampling_through_massv_follows_the_target(tiny_target, twin_massv, temp
     """MASSV reads the image (the target's visual features through its projector), so this is the image path, with
     top-p (tests/test_sampling.py covers a text drafter, text only, top-k alone). Top-3 keeps the support enumerable."""
     cfg = SamplingConfig(temperature=temperature, top_p=top_p, top_k=3)
-    sample = world.sample("heldout", 2)
+    sample = scenes.sample("heldout", 2)
     law = hf_target_law(tiny_target, sample.image, sample.prompt, cfg, 2)
     engine = SpeculativeEngine(tiny_target)
     counts, drafted = {}, 0

@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 
-from core import world
-from core.engine import SpeculativeEngine
-from core.massv import MassvDrafter
-from core.sampling import SamplingConfig
-from core.train_massv import MassvTrainConfig, train
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.drafters.massv import MassvDrafter
+from core.training.massv import MassvTrainConfig, train
+from core.world import scenes
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_greedy_massv_is_lossless_and_reuses_the_target_image_features(tiny_targ
     visual = tiny_target.model.model.visual
     original = visual.forward
     monkeypatch.setattr(visual, "forward", lambda *a, **k: calls.append(1) or original(*a, **k))
-    for s in world.samples("heldout", 4):
+    for s in scenes.samples("heldout", 4):
         plain = engine.generate(s.image, s.prompt, max_new_tokens=16)
         calls.clear()
         spec = engine.generate(s.image, s.prompt, tiny_massv, gamma=3, max_new_tokens=16)
@@ -46,7 +46,7 @@ def test_image_changes_the_draft(tiny_target, tiny_massv):
     """The drafter's first-token distribution depends on the image it is shown (it is not text-only)."""
     engine = SpeculativeEngine(tiny_target)
     dists = []
-    for s in world.samples("heldout", 2, ("caption",)):
+    for s in scenes.samples("heldout", 2, ("caption",)):
         session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
         session.generated = [engine._prefill(session)]
         dists.append(tiny_massv.start(session).propose(session, 1).probs[0])
@@ -65,7 +65,7 @@ def test_two_phase_training_writes_loadable_checkpoints(tmp_path, tiny_target_di
     # The dataset holds what the target itself answers (greedy), token for token.
     engine = SpeculativeEngine(tiny_target)
     row = data["rows"][0]
-    image = world.sample(row["split"], row["index"], row["task"]).image
+    image = scenes.sample(row["split"], row["index"], row["task"]).image
     assert engine.generate(image, row["prompt"], max_new_tokens=8).text == row["response"]
     for path in (p1, p2):
         drafter = MassvDrafter.from_pretrained(path)

@@ -14,15 +14,16 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoTokenizer
 
-from core import presets, registry, world
-from core.embedded import new_target, save_vlm
-from core.engine import SpeculativeEngine
-from core.loading import LoadOptions
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.models import presets, registry
+from core.models.embedded import new_target, save_vlm
+from core.models.loading import LoadOptions
 from core.reap import lab as reap_lab
 from core.reap.checkpoint import load_model
 from core.reap.embedded_moe import MOE_PATH
 from core.reap.tiny import tiny_model
-from core.sampling import SamplingConfig
+from core.world import scenes
 from tests.conftest import TINY_TARGET
 
 VLM_HUB = [name for name, p in presets.VLM_PRESETS.items() if p.hub]
@@ -79,7 +80,7 @@ def test_vlm_preset_loads_from_the_hub_cache_and_stays_lossless(name, offline_ca
     assert target.text_config.vocab_size == drafter.model.config.vocab_size + EXTRA_TARGET_ROWS
 
     engine = SpeculativeEngine(target)
-    s = world.sample("heldout", 3)
+    s = scenes.sample("heldout", 3)
     plain = engine.generate(s.image, s.prompt, None, max_new_tokens=12)
     drafted = engine.generate(s.image, s.prompt, drafter, max_new_tokens=12, gamma=3)
     assert drafted.token_ids == plain.token_ids

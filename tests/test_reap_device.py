@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from core.loading import LoadOptions
+from core.models.loading import LoadOptions
 from core.reap import data
 from core.reap.checkpoint import load_model
 from core.reap.embedded_moe import MOE_PATH

@@ -19,7 +19,7 @@ import torch
 import yaml
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
 
-from core.loading import LoadOptions, save_bf16
+from core.models.loading import LoadOptions, save_bf16
 from core.reap import cli, data
 from core.reap.checkpoint import LAYER_EXPERTS, load_model, recipe_for, save_reduced, weights_fingerprint
 from core.reap.embedded_moe import MOE_PATH

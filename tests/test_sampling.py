@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from core.drafters import TextDrafter
-from core.engine import SpeculativeEngine
-from core.sampling import SamplingConfig, distribution, verify
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig, distribution, verify
+from core.drafters.base import TextDrafter
 
 # Chi-square critical values at p = 0.001: a correct implementation fails these tests once in a thousand seeds,
 # and the seeds are fixed.

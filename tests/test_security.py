@@ -18,9 +18,9 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from transformers import AutoModelForCausalLM
 
-from core import presets, registry
-from core.embedded import EMBEDDED_PATHS
-from core.loading import LoadOptions, presets_only
+from core.models import presets, registry
+from core.models.embedded import EMBEDDED_PATHS
+from core.models.loading import LoadOptions, presets_only
 from core.reap.embedded_moe import MOE_PATH
 from core.reap.lab import Lab
 from ui import app, models, reap_tab

@@ -1,4 +1,4 @@
-"""Training drafters on the user's own images (core/training_data.py): folders with and without metadata.jsonl,
+"""Training drafters on the user's own images (core/training/training_data.py): folders with and without metadata.jsonl,
 every bad input, datasets through the datasets library, self-distillation sets on such examples (and world sets
 unchanged), and MASSV phases 1 and 2 and DREAM trained end to end on a folder for a target loaded by path, whose
 drafters decode losslessly."""
@@ -11,17 +11,18 @@ import types
 
 import pytest
 
-from core import self_distill, training_data, world
-from core.dream import DreamDrafter
-from core.embedded import EMBEDDED_PATHS
-from core.engine import SpeculativeEngine
-from core.massv import MassvDrafter
-from core.self_distill import DistillConfig, distillation_set, load_or_make, training_samples
-from core.train_dream import DreamTrainConfig
-from core.train_dream import train as train_dream
-from core.train_massv import MassvTrainConfig
-from core.train_massv import train as train_massv
-from core.vlm import VisionLanguageModel
+from core.decoding.engine import SpeculativeEngine
+from core.drafters.dream import DreamDrafter
+from core.drafters.massv import MassvDrafter
+from core.models.embedded import EMBEDDED_PATHS
+from core.models.vlm import VisionLanguageModel
+from core.training import self_distill, training_data
+from core.training.dream import DreamTrainConfig
+from core.training.dream import train as train_dream
+from core.training.massv import MassvTrainConfig
+from core.training.massv import train as train_massv
+from core.training.self_distill import DistillConfig, distillation_set, load_or_make, training_samples
+from core.world import scenes
 
 # Different sizes and aspect ratios, so one batch mixes image grids (9, 4 and 15 visual tokens for the tiny target).
 IMAGES = {"square.png": (96, 96), "wide.jpg": (160, 64), "tall.webp": (64, 128)}
@@ -36,7 +37,7 @@ ROWS = [
 def _write_images(folder, images=IMAGES):
     folder.mkdir(parents=True, exist_ok=True)
     for i, (name, size) in enumerate(images.items()):
-        world.sample("heldout", i).image.resize(size).save(folder / name)
+        scenes.sample("heldout", i).image.resize(size).save(folder / name)
     return folder
 
 
@@ -156,7 +157,7 @@ class _LocalSplit:
 
 
 def test_hf_dataset_examples_and_their_images(monkeypatch, fresh_hf_cache):
-    images = [world.sample("heldout", i).image.resize(size).convert("L") for i, size in enumerate(IMAGES.values())]
+    images = [scenes.sample("heldout", i).image.resize(size).convert("L") for i, size in enumerate(IMAGES.values())]
     splits = {
         ("someone/pictures", "train"): _LocalSplit([{"image": im, "prompt": f"Question {i}?", "answer": str(i)}
                                                     for i, im in enumerate(images)]),
@@ -200,7 +201,7 @@ def test_world_sets_keep_their_rows_metadata_and_reuse(tmp_path, tiny_target_dir
     assert [set(r) for r in made["rows"]] == [set(shipped["rows"][0])] * 2
     first = training_samples({"metadata": shipped["metadata"], "rows": shipped["rows"][:1]})[0]
     row = shipped["rows"][0]
-    assert first.image.tobytes() == world.sample(row["split"], row["index"], row["task"]).image.tobytes()
+    assert first.image.tobytes() == scenes.sample(row["split"], row["index"], row["task"]).image.tobytes()
     assert first.answer == row["response"]
 
     path = tmp_path / "world.json"

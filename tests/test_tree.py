@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core import world
-from core.dream import DreamDrafter
-from core.drafters import DraftProposal
-from core.engine import SpeculativeEngine
-from core.sampling import SamplingConfig
-from core.tree import TreeShape, ancestry, depths, greedy_path, verify_mask
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.decoding.tree import TreeShape, ancestry, depths, greedy_path, verify_mask
+from core.drafters.base import DraftProposal
+from core.drafters.dream import DreamDrafter
+from core.world import scenes
 
 #        root
 #       /    \
@@ -81,7 +81,7 @@ class OracleTreeDrafter:
 def test_tree_verification_is_lossless_and_compacts_the_cache(tiny_target):
     engine = SpeculativeEngine(tiny_target)
     vocab = tiny_target.model.config.get_text_config().vocab_size
-    for s in world.samples("heldout", 3):
+    for s in scenes.samples("heldout", 3):
         plain = engine.generate(s.image, s.prompt, max_new_tokens=24)
         oracle = OracleTreeDrafter(plain.token_ids, vocab)
         spec = engine.generate(s.image, s.prompt, oracle, gamma=5, max_new_tokens=24)
@@ -107,7 +107,7 @@ def test_tree_verification_is_lossless_and_compacts_the_cache(tiny_target):
 def test_dream_trees_are_lossless_and_shaped_as_asked(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=3, total=10))
-    cases = [(s.image, s.prompt) for s in world.samples("heldout", 2)] + [(None, "Describe the image.")]
+    cases = [(s.image, s.prompt) for s in scenes.samples("heldout", 2)] + [(None, "Describe the image.")]
     for image, prompt in cases:
         plain = engine.generate(image, prompt, max_new_tokens=16)
         spec = engine.generate(image, prompt, drafter, gamma=4, max_new_tokens=16)
@@ -131,7 +131,7 @@ def test_a_one_wide_tree_drafts_what_the_chain_drafts(tiny_target, tiny_dream):
     """min_draft_prob prunes a tree by the chain's rule: with top_k 1 the tree is the chain, node for node."""
     engine = SpeculativeEngine(tiny_target)
     one_wide = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=1, total=8))
-    s = world.sample("heldout", 1)
+    s = scenes.sample("heldout", 1)
     lengths = set()
     for min_draft_prob in (0.0, 0.002, 0.01):
         drafts = []
@@ -149,7 +149,7 @@ def test_a_one_wide_tree_drafts_what_the_chain_drafts(tiny_target, tiny_dream):
 def test_a_tree_that_narrowed_to_one_branch_is_verified_as_a_chain(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     one_wide = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=1, total=8))
-    s = world.sample("heldout", 1)
+    s = scenes.sample("heldout", 1)
     chain = engine.generate(s.image, s.prompt, tiny_dream, gamma=4, max_new_tokens=16)
     tree = engine.generate(s.image, s.prompt, one_wide, gamma=4, max_new_tokens=16)
     assert tree.token_ids == chain.token_ids
@@ -160,7 +160,7 @@ def test_a_tree_that_narrowed_to_one_branch_is_verified_as_a_chain(tiny_target, 
 def test_min_draft_prob_narrows_dream_trees_and_stays_lossless(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, tree=TreeShape(top_k=4, total=16))
-    s = world.sample("heldout", 2)
+    s = scenes.sample("heldout", 2)
     plain = engine.generate(s.image, s.prompt, max_new_tokens=16)
     wide = engine.generate(s.image, s.prompt, drafter, gamma=4, max_new_tokens=16)
     narrow = engine.generate(s.image, s.prompt, drafter, gamma=4, max_new_tokens=16, min_draft_prob=0.005)

@@ -55,7 +55,7 @@ those of a 7.8M-parameter model on this server's CPU.
 
 ## Hub models
 
-The model lists also name real models (`core/presets.py`): Qwen2.5-VL-3B / 7B-Instruct with Qwen2.5-0.5B / 1.5B
+The model lists also name real models (`core/models/presets.py`): Qwen2.5-VL-3B / 7B-Instruct with Qwen2.5-0.5B / 1.5B
 text drafters, and OLMoE, Qwen1.5-MoE, Qwen3-30B-A3B and Mixtral-8x7B for REAP. They go through the same code as
 the embedded models and are offered when this server can reach the Hugging Face hub or has them in its local
 cache; otherwise the list says why they are disabled. MASSV and DREAM weights for them are trained with

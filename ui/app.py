@@ -15,16 +15,16 @@ import sys
 
 import gradio as gr
 
-from core import world
-from core.engine import SpeculativeEngine
-from core.registry import load_drafter
+from core.decoding.engine import SpeculativeEngine
+from core.models.registry import load_drafter
+from core.world import scenes
 from ui import about_tab, models, race_tab, reap_tab, spec_tab
 from ui.baseline import AR_REFERENCE
 from ui.style import CSS
 
 # Each tab module has TITLE and build().
 TABS = (spec_tab, race_tab, reap_tab, about_tab)
-# Gradio refuses bigger uploads before they reach disk; core.limits.MAX_PIXELS caps what is decoded. A 40-megapixel
+# Gradio refuses bigger uploads before they reach disk; core.decoding.limits.MAX_PIXELS caps what is decoded. A 40-megapixel
 # JPEG is 10-20 MB.
 MAX_UPLOAD = "25mb"
 M_ARENA_MAX = -8  # glibc's mallopt parameter number
@@ -49,7 +49,7 @@ def build() -> gr.Blocks:
 def warm_up() -> None:
     """Load the embedded target and default drafter and decode once, so the first click pays no load time and
     "speedup vs AR" has a measured AR speed from the start."""
-    sample = world.sample("heldout", 0)
+    sample = scenes.sample("heldout", 0)
     engine = SpeculativeEngine(models.target(models.EMBEDDED))
     plain = engine.generate(sample.image, sample.prompt, None, max_new_tokens=32)
     AR_REFERENCE.record(plain.seconds, plain.new_tokens)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.engine import Round
+from core.decoding.engine import Round
 from ui.render import COLOURS
 from ui.stats import RunStats
 

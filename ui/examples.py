@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from core import world
+from core.world import scenes
 
 TASK_PROMPTS = {
     "caption": "Describe the image.",
@@ -39,7 +39,7 @@ def _folder() -> Path:
 @lru_cache(maxsize=1)
 def world_examples() -> list[list[str]]:
     rows = []
-    for i, s in enumerate(world.samples("heldout", 8)):
+    for i, s in enumerate(scenes.samples("heldout", 8)):
         path = _folder() / f"world-{i}-{s.task}.png"
         s.image.save(path)
         rows.append([str(path), s.prompt])

@@ -11,14 +11,14 @@ from contextlib import contextmanager
 
 import gradio as gr
 
-from core.limits import UnreadableImage, check_size, open_image, to_rgb
-from core.sampling import SamplingConfig
+from core.decoding.limits import UnreadableImage, check_size, open_image, to_rgb
+from core.decoding.sampling import SamplingConfig
 
 MAX_NEW_TOKENS = 256
 
 
 def image_input(**kwargs) -> gr.Image:
-    """A gr.Image that reads uploads with core.limits.open_image: an image over the pixel cap is refused from its
+    """A gr.Image that reads uploads with core.decoding.limits.open_image: an image over the pixel cap is refused from its
     header before decoding, any mode arrives as RGB (an animated GIF as its first frame), and an unreadable file
     (a text file renamed .png, a truncated one) is a clear gr.Error instead of Gradio's generic processing failure.
     The instance's preprocess is wrapped rather than gr.Image subclassed, because Gradio writes a .pyi stub beside

@@ -1,4 +1,4 @@
-"""Which models the app offers: the presets of core/presets.py (a hub preset is listed and, when it cannot load
+"""Which models the app offers: the presets of core/models/presets.py (a hub preset is listed and, when it cannot load
 here, disabled with the reason) and the chosen target's drafters, with errors a user can act on.
 
     python -m ui.models        # prints the model and drafter choices as the app will show them
@@ -9,9 +9,15 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from core.presets import EMBEDDED  # noqa: F401  (the tabs read models.EMBEDDED)
-from core.presets import MOE_PRESETS, VLM_PRESETS, Availability, availability, hub_reachable
-from core.registry import DRAFTERS, NO_DRAFTER, load_target
+from core.models.presets import (
+    EMBEDDED,  # noqa: F401  (the tabs read models.EMBEDDED)
+    MOE_PRESETS,
+    VLM_PRESETS,
+    Availability,
+    availability,
+    hub_reachable,
+)
+from core.models.registry import DRAFTERS, NO_DRAFTER, load_target
 
 DRAFTER_NOTES = {NO_DRAFTER: "plain decoding (AR)"} | {name: source.note for name, source in DRAFTERS.items()}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from core.presets import EMBEDDED, MOE_PRESETS
+from core.models.presets import EMBEDDED, MOE_PRESETS
 from core.reap import data
 from core.reap.lab import ALL_METHODS, PruneView, Sample, lab_for, model_info
 from core.reap.prune import Selection

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from core.engine import Round
+from core.decoding.engine import Round
 
 COLOURS = {
     "accepted": "#16a34a",

@@ -7,9 +7,9 @@ import time
 
 import gradio as gr
 
-from core.engine import MAX_GAMMA, SpeculativeEngine
-from core.limits import check_prompt
-from core.registry import load_drafter
+from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
+from core.decoding.limits import check_prompt
+from core.models.registry import load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from core.engine import Round
+from core.decoding.engine import Round
 
 
 @dataclass

@@ -28,7 +28,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from core.loading import DTYPES, LoadOptions
+from core.models.loading import DTYPES, LoadOptions
 from core.reap.adapters import adapter_for, moe_blocks, router_of
 
 LAYER_EXPERTS = "layer_experts"  # config field of a checkpoint whose sparse layers keep different expert counts

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+from core.models.tokenizer import byte_level_bpe
 from core.reap import data
-from core.tokenizer import byte_level_bpe
 
 MOE_PATH = Path(__file__).resolve().parents[2] / "assets" / "models" / "moe"
 

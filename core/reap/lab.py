@@ -35,8 +35,8 @@ from typing import Callable
 import torch
 from transformers import AutoConfig
 
-from core.loading import LoadOptions
-from core.presets import moe_preset
+from core.models.loading import LoadOptions
+from core.models.presets import moe_preset
 from core.reap import data
 from core.reap.adapters import ADAPTERS, num_groups
 from core.reap.bench import QUALITY as BENCH_QUALITY

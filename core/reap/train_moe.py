@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
-from core.loading import save_bf16
+from core.models.loading import save_bf16
 from core.reap import data
 from core.reap.embedded_moe import MOE_PATH, MoeSize, new_moe, train_tokenizer
 from core.reap.quality import evaluate, perplexity

@@ -1,11 +1,11 @@
 """Self-data distillation sets: the target's own responses to training prompts, which MASSV phase 2 and DREAM
 train on, so a drafter learns what the target says rather than what the ground truth says.
 
-    python -m core.self_distill --prompts 64 --out /tmp/distill.json     # writes a small set and its agreement
+    python -m core.training.self_distill --prompts 64 --out /tmp/distill.json     # writes a small set and its agreement
 
 A set is JSON: {"metadata": generation settings + agreement with ground truth, "rows": [{split, index, task,
 prompt, response, ground_truth, draw}]}; images are not stored, they are a pure function of (split, index, task).
-A set made on the user's examples (core/training_data.py) has rows [{image, task, prompt, response, ground_truth,
+A set made on the user's examples (core/training/training_data.py) has rows [{image, task, prompt, response, ground_truth,
 draw}] instead, `image` saying where the image is, and its metadata names the source and fingerprints the examples.
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from core import world
-from core.embedded import EMBEDDED_PATHS
-from core.training_data import Example, TrainingData
-from core.vlm import VisionLanguageModel
+from core.models.embedded import EMBEDDED_PATHS
+from core.models.vlm import VisionLanguageModel
+from core.training.training_data import Example, TrainingData
+from core.world import scenes
 
 FIRST_INDEX = 1_000_000  # train-split indices no training script draws its own ground-truth batches from
 
@@ -48,7 +48,7 @@ def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int
     for start in range(0, cfg.prompts, batch):
         count = min(batch, cfg.prompts - start)
         if examples is None:
-            samples = world.samples("train", count, start=FIRST_INDEX + start)
+            samples = scenes.samples("train", count, start=FIRST_INDEX + start)
             where = [{"split": "train", "index": FIRST_INDEX + start + i} for i in range(count)]
         else:
             samples = examples[start:start + count]
@@ -97,14 +97,14 @@ def fingerprint(target: VisionLanguageModel) -> str:
     return hashlib.sha256(weights.numpy().tobytes()).hexdigest()[:16]
 
 
-def training_samples(dataset: dict) -> Sequence[world.Sample]:
+def training_samples(dataset: dict) -> Sequence[scenes.Sample]:
     """The set's rows as samples whose answer is the target's response (rows of the user's images read them
     when a sample is taken)."""
     rows = dataset["rows"]
     if rows and "image" in rows[0]:
         return TrainingData(dataset["metadata"]["source"],
                             [Example(r["image"], r["task"], r["prompt"], r["response"]) for r in rows])
-    return [world.Sample(world.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
+    return [scenes.Sample(scenes.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
             for r in rows]
 
 

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from core.loading import LoadOptions
-from core.sampling import distribution, sample
+from core.decoding.sampling import distribution, sample
+from core.models.loading import LoadOptions
 
 if TYPE_CHECKING:
-    from core.engine import Session
+    from core.decoding.engine import Session
 
 
 @dataclass
 class DraftProposal:
-    """A chain (parents None: token i follows token i-1) or a tree (core/tree.py: parents[i] is the index of node
+    """A chain (parents None: token i follows token i-1) or a tree (core/decoding/tree.py: parents[i] is the index of node
     i's parent, -1 for the newest committed token). probs[i] is the distribution token i was drawn from."""
 
     tokens: list[int]

@@ -3,9 +3,9 @@
     python -m core train dream [--steps N] [--intermediate entropy|none|0.25|0.5|0.75] [--rollout R] [--data SET.json]
     python -m core train dream --data-dir DIR --target TARGET --out OUT      # on your own images
 
-1. Data: a self-distillation set (core/self_distill.py; MASSV phase 2's set is reused when it matches the target
+1. Data: a self-distillation set (core/training/self_distill.py; MASSV phase 2's set is reused when it matches the target
    and the prompts), on the procedural world or on the user's examples (`--data-dir`, `--hf-dataset`:
-   core/training_data.py).
+   core/training/training_data.py).
 2. Feature extraction, once: the target runs over prompt + response with eager attention and returns, per position,
    its input embedding (image features included), its last-layer feature, the intermediate feature the adapter's
    first block is pulled towards, and the attention its last layer gives each visual token.
@@ -34,12 +34,12 @@ import torch
 from torch.nn import functional as F
 from transformers import get_cosine_schedule_with_warmup
 
-from core import training_data
-from core.dream import AdapterCache, DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
-from core.embedded import EMBEDDED_PATHS, shipped_output
-from core.self_distill import DistillConfig, load_or_make, training_samples
-from core.train_target import answer_batch
-from core.vlm import VisionLanguageModel
+from core.drafters.dream import AdapterCache, DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
+from core.models.embedded import EMBEDDED_PATHS, shipped_output
+from core.models.vlm import VisionLanguageModel
+from core.training import training_data
+from core.training.self_distill import DistillConfig, load_or_make, training_samples
+from core.training.target import answer_batch
 
 
 @dataclass
@@ -52,7 +52,7 @@ class DreamTrainConfig:
     data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
     prompts: int = 2048
     max_new_tokens: int = 64  # the longest response the target gives when the set is generated
-    data_dir: str = ""  # the user's examples (core/training_data.py); neither: the procedural world
+    data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
     intermediate: str = "entropy"  # "entropy", "none", or a depth fraction such as "0.5"
@@ -147,7 +147,7 @@ def extract(target: VisionLanguageModel, samples, cfg: DreamTrainConfig, chunk: 
 def draft_vocabulary(batches: list[Batch], size: int, stop_ids: list[int]) -> torch.Tensor:
     """EAGLE-3's reduced draft vocabulary: the (at most) `size` tokens the target's responses use most, end-of-sequence
     tokens always among them, sorted. The LM head over these rows alone is what a draft step pays for. Training still
-    distils the full distribution; drafting renormalises it over these tokens (core/dream.py, draft_distribution)."""
+    distils the full distribution; drafting renormalises it over these tokens (core/drafters/dream.py, draft_distribution)."""
     counts = Counter()
     for batch in batches:
         counts.update(batch.input_ids[:, 1:][batch.predict[:, :-1]].tolist())

@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 
-from core import world
-from core.embedded import EMBEDDED_PATHS, DrafterSize, new_text_drafter
-from core.loading import save_bf16
-from core.train_target import answer_batch, per_sample_loss
+from core.models.embedded import EMBEDDED_PATHS, DrafterSize, new_text_drafter
+from core.models.loading import save_bf16
+from core.training.target import answer_batch, per_sample_loss
+from core.world import scenes
 
 
 @dataclass
@@ -41,7 +41,7 @@ def train(cfg: DrafterTrainConfig, size: DrafterSize = DrafterSize()):
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     start, log = time.time(), []
     for step in range(1, cfg.steps + 1):
-        batch = world.samples("train", cfg.batch, start=step * cfg.batch)
+        batch = scenes.samples("train", cfg.batch, start=step * cfg.batch)
         inputs = answer_batch(tokenizer, batch)
         labels = inputs.pop("labels")
         loss = per_sample_loss(model(**inputs).logits, labels).mean()

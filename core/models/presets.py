@@ -1,10 +1,10 @@
 """Models by name, in one place: the embedded default and the hub presets (VLM targets with their drafters, MoE
-models for REAP), each with its load options (core/loading.py), and whether a hub preset can load here.
+models for REAP), each with its load options (core/models/loading.py), and whether a hub preset can load here.
 
-    python -m core.presets            # lists the presets, whether each can load here, and why not
+    python -m core.models.presets            # lists the presets, whether each can load here, and why not
 
 A name that is not a preset is a local directory holding a Hugging Face model, unless the server runs as a
-public Space, where only presets load (core/loading.py has the operator's switches).
+public Space, where only presets load (core/models/loading.py has the operator's switches).
 
 MASSV projectors and DREAM adapters for hub targets are not on the hub: `python -m core train massv|dream
 --target REPO --out DIR` makes them, and they are found under $SPECULUM_WEIGHTS/<preset short name>/<drafter>.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from core.embedded import EMBEDDED_PATHS
-from core.loading import LoadOptions, env_flag, presets_only
+from core.models.embedded import EMBEDDED_PATHS
+from core.models.loading import LoadOptions, env_flag, presets_only
 from core.reap.embedded_moe import MOE_PATH
 
 EMBEDDED = "embedded"
@@ -31,7 +31,7 @@ def trained_weights(short_name: str, drafter: str) -> Path:
 
 @dataclass(frozen=True)
 class DrafterSource:
-    kind: str  # a loader in core.registry.DRAFTER_KINDS: "text", "massv" or "dream"
+    kind: str  # a loader in core.models.registry.DRAFTER_KINDS: "text", "massv" or "dream"
     weights: str  # a local directory or a hub repo id
     note: str = ""
 

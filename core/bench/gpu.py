@@ -1,4 +1,4 @@
-"""GPU benchmark: what the fast path (core/fast_path.py) buys on real-size models, and what speculation achieves.
+"""GPU benchmark: what the fast path (core/decoding/fast_path.py) buys on real-size models, and what speculation achieves.
 
     python -m core bench-gpu --json runs/bench_gpu.json          # one GPU, < 8 minutes
     python -m core bench-gpu --sizes tiny                        # a CPU smoke run of the same code (seconds)
@@ -11,7 +11,7 @@ device in bf16; random weights cost exactly what trained ones do. Reported:
 - the bound S(τ) = τ·t_target / (t_verify(γ+1) + γ·t_draft) and the speedup achieved by the real engine at that τ:
   a scripted drafter runs the real 0.5B-class forward for its cost but proposes the target's own greedy tokens, cut
   so that the mean accepted length is the τ asked for (random weights agree with nothing, so τ must be scripted);
-- the embedded models (core/bench_spec.py on the same device): τ and wall-clock speedup of each drafter;
+- the embedded models (core/bench/spec.py on the same device): τ and wall-clock speedup of each drafter;
 - REAP scoring of a MoE with Qwen3-30B-A3B's layer shapes, held in CPU memory and scored one layer at a time on the
   device (`reap score --layerwise`), against the same model wholly on the device: time and agreement of the scores.
 """
@@ -25,13 +25,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    AutoTokenizer,
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
-from core.drafters import DraftProposal, TextDrafter
-from core.embedded import EMBEDDED_PATHS, image_processor
-from core.engine import SpeculativeEngine
-from core.fast_path import FastPath
-from core.vlm import VisionLanguageModel
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.fast_path import FastPath
+from core.drafters.base import DraftProposal, TextDrafter
+from core.models.embedded import EMBEDDED_PATHS, image_processor
+from core.models.vlm import VisionLanguageModel
 
 # Text-decoder sizes of the hub models (their config.json); the vision tower keeps Qwen2.5-VL's default size.
 SIZES = {
@@ -241,7 +247,7 @@ def bench(cfg: GpuBenchConfig = GpuBenchConfig()) -> dict:
     }
     del target, drafter
     if cfg.embedded_n:
-        from core.bench_spec import bench as bench_spec
+        from core.bench.spec import bench as bench_spec
 
         spec = bench_spec(["text", "massv", "dream"], n=cfg.embedded_n, gamma=cfg.gamma)
         report["embedded"] = {"ar_tokens_per_s": round(spec["ar"]["tokens_per_s"], 1)} | {

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache
 
-
 MAX_TREE_TOKENS = 64
 
 
@@ -91,7 +90,7 @@ def greedy_path(tokens: list[int], parents: list[int], argmax: list[int]) -> tup
 
 def keep_rows(cache: Cache, start: int, rows: list[int]) -> None:
     """Keep the first `start` cached positions plus `rows` (offsets after start), in that order. The kept rows are
-    written in place and the rest cropped, so a static cache keeps its addresses (core/fast_path.py)."""
+    written in place and the rest cropped, so a static cache keeps its addresses (core/decoding/fast_path.py)."""
     index = torch.tensor(rows, dtype=torch.long) + start
     for layer in cache.layers:
         for states in (layer.keys, layer.values):

@@ -10,7 +10,7 @@ Images are 96x96: a 3x3 grid of 32-pixel cells, so one merged Qwen2.5-VL visual 
 2x2 merge) covers exactly one cell; that alignment is what lets tiny models learn the world on a CPU.
 Every sample is a pure function of (split, index), so train and held-out splits never drift.
 
-    python -m core.world            # writes a few samples to /tmp/world_*.png and prints their Q/A
+    python -m core.world.scenes            # writes a few samples to /tmp/world_*.png and prints their Q/A
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ CHART_LABELS = "ABCDEFGH"
 OCR_CHARSET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 PATCH = 16
 PATCH_GRID = IMAGE_SIZE // PATCH  # 6 x 6 patches
-# Per-patch content classes, the dense supervision core/train_target.py uses to pre-train vision quickly:
+# Per-patch content classes, the dense supervision core/training/target.py uses to pre-train vision quickly:
 # 0 background, then one class per (shape, colour, size) object, then one per OCR character.
 OBJECT_CLASSES = len(SHAPES) * len(COLOURS) * len(SIZES)
 PATCH_CLASSES = 1 + OBJECT_CLASSES + len(OCR_CHARSET)

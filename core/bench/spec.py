@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
-from core import world
-from core.engine import Generation, SpeculativeEngine
-from core.registry import load_drafter, load_target, split_drafters
-from core.sampling import SamplingConfig
+from core.decoding.engine import Generation, SpeculativeEngine
+from core.decoding.sampling import SamplingConfig
+from core.models.registry import load_drafter, load_target, split_drafters
+from core.world import scenes
 
 
 def _stats(gens: list[Generation], ar_seconds: float) -> dict:
@@ -72,7 +72,7 @@ def bench(
     gamma: int = 4,
     min_draft_prob: float = 0.0,
     sampling: SamplingConfig = SamplingConfig(),
-    tasks: tuple[str, ...] = world.TASKS,
+    tasks: tuple[str, ...] = scenes.TASKS,
     max_new_tokens: int = 64,
     model: str = "embedded",
     seed: int = 0,
@@ -83,7 +83,7 @@ def bench(
     target = load_target(model)
     engine = SpeculativeEngine(target)
     loaded = {name: load_drafter(name, model) for name in drafters}
-    samples = world.samples("heldout", n, tasks)
+    samples = scenes.samples("heldout", n, tasks)
     kwargs = dict(sampling=sampling, max_new_tokens=max_new_tokens, seed=seed)
     drafting = dict(gamma=gamma, min_draft_prob=min_draft_prob)
     warm = samples[0]
@@ -140,7 +140,7 @@ def run(args) -> None:
         gamma=args.gamma,
         min_draft_prob=args.min_draft_prob,
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k),
-        tasks=tuple(args.tasks.split(",")) if args.tasks else world.TASKS,
+        tasks=tuple(args.tasks.split(",")) if args.tasks else scenes.TASKS,
         max_new_tokens=args.max_new_tokens,
         model=args.model,
         seed=args.seed,

@@ -8,7 +8,7 @@
 Phase 1 starts from the text-only drafter's LM (MASSV adapts an existing small LM); phase 2 starts from phase 1.
 Phase 2 first writes its dataset (target responses, with the generation settings in its metadata) next to the
 output, so a run can be inspected and repeated. Both phases draw from the procedural world unless `--data-dir` or
-`--hf-dataset` names the user's examples (core/training_data.py); phase 1 then needs their ground-truth answers.
+`--hf-dataset` names the user's examples (core/training/training_data.py); phase 1 then needs their ground-truth answers.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
-from core import training_data, world
-from core.embedded import EMBEDDED_PATHS, shipped_output
-from core.massv import MassvDrafter, multimodal_embeds, visual_features
-from core.self_distill import DistillConfig, distillation_set, training_samples
-from core.train_target import answer_batch, per_sample_loss
-from core.vlm import VisionLanguageModel
+from core.drafters.massv import MassvDrafter, multimodal_embeds, visual_features
+from core.models.embedded import EMBEDDED_PATHS, shipped_output
+from core.models.vlm import VisionLanguageModel
+from core.training import training_data
+from core.training.self_distill import DistillConfig, distillation_set, training_samples
+from core.training.target import answer_batch, per_sample_loss
+from core.world import scenes
 
 
 @dataclass
@@ -41,7 +42,7 @@ class MassvTrainConfig:
     text_drafter: str = str(EMBEDDED_PATHS["text"])  # phase 1 starts from this LM
     phase1: str = str(EMBEDDED_PATHS["massv-phase1"])  # phase 2 starts from this checkpoint
     out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
-    data_dir: str = ""  # the user's examples (core/training_data.py); neither: the procedural world
+    data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     # phase 2 data generation
     prompts: int = 2048
@@ -58,7 +59,7 @@ class MassvTrainConfig:
                                   bool(self.data_dir or self.hf_dataset))
 
 
-def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: Sequence[world.Sample], params, cfg) -> list:
+def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: Sequence[scenes.Sample], params, cfg) -> list:
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
     sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)
     lm, projector = drafter.model, drafter.projector
@@ -99,7 +100,7 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
         lm.requires_grad_(False)
         params = list(drafter.projector.parameters())
         # the world: different indices from the text drafter's and phase 2's data
-        data = examples if examples is not None else world.samples("train", cfg.steps * cfg.batch, start=2_000_000)
+        data = examples if examples is not None else scenes.samples("train", cfg.steps * cfg.batch, start=2_000_000)
         extra = {}
     else:
         drafter = MassvDrafter.from_pretrained(cfg.phase1)

@@ -1,7 +1,7 @@
-"""Loading models by name: a target VLM preset (core/presets.py) or local directory, and its drafters, each loaded
+"""Loading models by name: a target VLM preset (core/models/presets.py) or local directory, and its drafters, each loaded
 once and cached.
 
-    from core.registry import load_target, load_drafter
+    from core.models.registry import load_target, load_drafter
     target = load_target("embedded"); drafter = load_drafter("text")
     dream = load_drafter("dream:keep=0.5,tree=4x32")      # options after a colon, for the drafters that take them
     mine = load_drafter("massv:weights=runs/massv", "path/to/target")   # any drafter kind, weights from a directory
@@ -17,13 +17,13 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
-from core.dream import DreamDrafter
-from core.drafters import Drafter, TextDrafter
-from core.massv import MassvDrafter
-from core.loading import LoadOptions, presets_only
-from core.presets import EMBEDDED, VLM_PRESETS, DrafterSource, vlm_preset
-from core.tree import TreeShape
-from core.vlm import VisionLanguageModel
+from core.decoding.tree import TreeShape
+from core.drafters.base import Drafter, TextDrafter
+from core.drafters.dream import DreamDrafter
+from core.drafters.massv import MassvDrafter
+from core.models.loading import LoadOptions, presets_only
+from core.models.presets import EMBEDDED, VLM_PRESETS, DrafterSource, vlm_preset
+from core.models.vlm import VisionLanguageModel
 
 
 def _dream(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, keep: str | None = None,

@@ -2,7 +2,7 @@
 the prompt's length, the tokens to generate, and the image (its size read from the file's header, refused before
 it is decoded, then any PIL mode made RGB and an animation's first frame taken).
 
-    from core.limits import check_prompt, open_image
+    from core.decoding.limits import check_prompt, open_image
     image = open_image("photo.png")      # ValueError with a one-line reason for anything it cannot use
 """
 

@@ -4,7 +4,7 @@ Per-family differences (model class, image processor, placeholder token) live in
 `VLM_FAMILIES`; everything else (prompt building, image encoding, 3-D rotary positions) is shared, so the
 embedded Qwen2.5-VL and a hub `Qwen/Qwen2.5-VL-7B-Instruct` take the same path.
 
-    python -m core.vlm assets/models/target     # loads a target and prints one prepared request's shapes
+    python -m core.models.vlm assets/models/target     # loads a target and prints one prepared request's shapes
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from pathlib import Path
 
 import torch
 from PIL import Image
-from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl
-from transformers.models.qwen2_vl import modeling_qwen2_vl
 from transformers import (
     AutoConfig,
     AutoTokenizer,
@@ -27,8 +25,10 @@ from transformers import (
     Qwen2VLForConditionalGeneration,
     Qwen2VLImageProcessorPil,
 )
+from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl
+from transformers.models.qwen2_vl import modeling_qwen2_vl
 
-from core.loading import LoadOptions
+from core.models.loading import LoadOptions
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class VisionLanguageModel:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, load: LoadOptions = LoadOptions(), **kwargs) -> VisionLanguageModel:
-        """A local directory or a hub repo id; `load` says dtype, device_map and quantization (core/presets.py)."""
+        """A local directory or a hub repo id; `load` says dtype, device_map and quantization (core/models/presets.py)."""
         config = AutoConfig.from_pretrained(path, **load.file_kwargs())
         family = VLM_FAMILIES.get(config.model_type)
         if family is None:
@@ -179,9 +179,9 @@ def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[
 
 
 if __name__ == "__main__":
-    from core import world
+    from core.world import scenes
 
     vlm = VisionLanguageModel.from_pretrained(sys.argv[1] if len(sys.argv) > 1 else "assets/models/target")
-    s = world.sample("heldout", 0)
+    s = scenes.sample("heldout", 0)
     r = vlm.prepare(s.image, s.prompt)
     print(r.input_ids.shape, r.pixel_values.shape, r.image_grid_thw.tolist(), int(r.mm_token_type_ids.sum()))

@@ -1,10 +1,10 @@
 """How models load: from_pretrained options (dtype, device_map, bitsandbytes 4/8-bit, cache) and the operator's
 security switches, read from the environment at load time.
 
-    python -m core.loading        # prints the switches as this server sees them
+    python -m core.models.loading        # prints the switches as this server sees them
 
 - SPECULUM_TRUST_REMOTE_CODE=1: let models run code from their repository (off by default);
-- SPACE_ID (set by Hugging Face Spaces): a public server, so only presets load (core/presets.py) unless
+- SPACE_ID (set by Hugging Face Spaces): a public server, so only presets load (core/models/presets.py) unless
   SPECULUM_ALLOW_ANY_MODEL=1;
 - weights are read from safetensors only (never pickle).
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from core import world
-from core.vlm import VisionLanguageModel
+from core.models.vlm import VisionLanguageModel
+from core.world import scenes
 
 
 @torch.no_grad()
@@ -30,7 +30,7 @@ def answer(vlm: VisionLanguageModel, image, prompt: str, max_new_tokens: int = 8
     return vlm.tokenizer.decode(out[0, request.input_ids.shape[1]:], skip_special_tokens=True).strip()
 
 
-def exact_match(vlm: VisionLanguageModel, samples: list[world.Sample]) -> dict:
+def exact_match(vlm: VisionLanguageModel, samples: list[scenes.Sample]) -> dict:
     hits = defaultdict(list)
     for s in samples:
         hits[s.task].append(answer(vlm, s.image, s.prompt) == s.answer)
@@ -40,7 +40,7 @@ def exact_match(vlm: VisionLanguageModel, samples: list[world.Sample]) -> dict:
 
 def run(args) -> None:
     vlm = VisionLanguageModel.from_pretrained(args.model)
-    result = exact_match(vlm, world.samples("heldout", args.n))
+    result = exact_match(vlm, scenes.samples("heldout", args.n))
     result |= {"model": str(args.model), "n": args.n}
     text = json.dumps(result, indent=1)
     print(text)

@@ -3,7 +3,7 @@
 It carries Qwen2.5-VL's special tokens (chat markers and the vision placeholders) and a Qwen-style chat
 template, so the embedded target, every drafter and the hub models go through the same prompt code.
 
-    python -m core.tokenizer /tmp/tok     # trains and saves one, prints a tokenised sample
+    python -m core.models.tokenizer /tmp/tok     # trains and saves one, prints a tokenised sample
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from core import world
+from core.world import scenes
 
 SPECIAL_TOKENS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>",
@@ -48,7 +48,7 @@ def general_text() -> list[str]:
 
 
 def world_text(n: int = 6000) -> list[str]:
-    return [f"{s.prompt}\n{s.answer}" for s in world.samples("train", n)]
+    return [f"{s.prompt}\n{s.answer}" for s in scenes.samples("train", n)]
 
 
 def byte_level_bpe(texts: list[str], vocab_size: int, special_tokens: list[str]) -> Tokenizer:
@@ -84,6 +84,6 @@ def train_tokenizer(vocab_size: int = 2048) -> PreTrainedTokenizerFast:
 if __name__ == "__main__":
     tok = train_tokenizer()
     tok.save_pretrained(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tok")
-    s = world.sample("train", 0)
+    s = scenes.sample("train", 0)
     ids = tok(s.answer)["input_ids"]
     print(len(tok), len(ids), tok.convert_ids_to_tokens(ids))

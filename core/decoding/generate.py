@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 
-from core.engine import SpeculativeEngine
-from core.limits import check_prompt, open_image
-from core.registry import load_drafter, load_target
-from core.sampling import SamplingConfig
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.limits import check_prompt, open_image
+from core.decoding.sampling import SamplingConfig
+from core.models.registry import load_drafter, load_target
 
 
 def run(args) -> None:
     # The prompt and image are checked before a model loads; the token budget needs the model's context, so the
-    # engine checks it (core.limits.check_new_tokens).
+    # engine checks it (core.decoding.limits.check_new_tokens).
     prompt = check_prompt(args.prompt)
     image = None if args.image is None else open_image(args.image)
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k)

@@ -7,7 +7,7 @@ The small LM (initialised from the text-only drafter) gets a trainable projector
 the width of the target's visual features (`vision_config.out_hidden_size`) to its own hidden size. At inference
 the features the target already computed for the request (`session.image_features`) are reused: no second vision
 pass. The projected features replace the LM's embeddings at the image placeholder positions of the same prompt
-the target sees. Training (two phases) is in core/train_massv.py.
+the target sees. Training (two phases) is in core/training/massv.py.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from core.drafters import CachedPrefix, TextDraftRun
-from core.loading import LoadOptions, save_bf16
+from core.drafters.base import CachedPrefix, TextDraftRun
+from core.models.loading import LoadOptions, save_bf16
 
 PROJECTOR_FILE = "projector.safetensors"
 MASSV_CONFIG = "massv_config.json"

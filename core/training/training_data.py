@@ -1,19 +1,19 @@
 """Where drafter training examples come from when they are the user's own (image, prompt[, answer]) examples
-rather than the procedural world (core/world.py), so a drafter learns what a real target says about real images.
+rather than the procedural world (core/world/scenes.py), so a drafter learns what a real target says about real images.
 
     python -m core train massv --phase 2 --data-dir DIR --target TARGET --out OUT     # a folder (ImageFolder layout)
     python -m core train dream --hf-dataset NAME[:SPLIT] --target TARGET --out OUT    # pip install datasets
-    python -m core.training_data DIR                    # checks a folder and prints how many examples it holds
+    python -m core.training.training_data DIR                    # checks a folder and prints how many examples it holds
 
 A folder follows Hugging Face's ImageFolder convention: DIR holds the images and a metadata.jsonl, one JSON object
 per line with `file_name` (relative to DIR), `prompt`, and optionally `answer` (the ground truth; MASSV phase 1
 trains on it) and `task` (default "custom"). Without metadata.jsonl, every image in DIR gets the prompt
 "Describe the image." and no answer. A dataset needs the columns `image` and `prompt` (`answer`, `task` optional).
 
-Examples are `world.Sample`s (answer None where unknown). Images are read when a sample is taken, not at load, so
+Examples are `scenes.Sample`s (answer None where unknown). Images are read when a sample is taken, not at load, so
 a folder of large photos never sits in memory at once; at load every image is opened once (its header only), so
 a missing or broken file is reported before any training. Each example keeps where its image is, which a
-self-distillation set stores in its rows to find the image again (core/self_distill.py).
+self-distillation set stores in its rows to find the image again (core/training/self_distill.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
-from core import world
+from core.world import scenes
 
 METADATA_FILE = "metadata.jsonl"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
@@ -48,7 +48,7 @@ class Example:
 
 @dataclass
 class TrainingData(Sequence):
-    """The examples of one source, as world.Samples; an image is read when its sample is taken."""
+    """The examples of one source, as scenes.Samples; an image is read when its sample is taken."""
 
     source: str  # "data-dir:/abs/DIR" or "hf-dataset:NAME:SPLIT", recorded with what is trained on it
     examples: list[Example]
@@ -60,7 +60,7 @@ class TrainingData(Sequence):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         example = self.examples[index]
-        return world.Sample(read_image(example.image), example.task, example.prompt, example.answer)
+        return scenes.Sample(read_image(example.image), example.task, example.prompt, example.answer)
 
     def require_answers(self, why: str) -> None:
         """Raise when some example has no ground-truth answer (`why`: what needs them)."""

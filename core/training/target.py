@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
-from core import world
-from core.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
-from core.vlm import VisionLanguageModel, chat_prompt
+from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
+from core.models.vlm import VisionLanguageModel, chat_prompt
+from core.world import scenes
 
 
 @dataclass
@@ -46,7 +46,7 @@ class TargetTrainConfig:
     init: str = ""  # continue from this checkpoint instead of a fresh model
 
 
-def answer_batch(tok, batch: list[world.Sample], vlm: VisionLanguageModel | None = None) -> dict:
+def answer_batch(tok, batch: list[scenes.Sample], vlm: VisionLanguageModel | None = None) -> dict:
     """Prompt + answer + end-of-turn, right-padded; labels only on the answer (what the model must produce).
     With a `vlm`, the images go in through its image processor; without, the prompts are text-only."""
     with_image = vlm is not None
@@ -97,18 +97,18 @@ class VisionProbe(torch.nn.Module):
     def __init__(self, hidden: int, merge: int = 2):
         super().__init__()
         self.merge = merge
-        grid = world.PATCH_GRID // merge
+        grid = scenes.PATCH_GRID // merge
         self.heads = torch.nn.ModuleDict({
-            "patches": torch.nn.Linear(hidden, merge * merge * world.PATCH_CLASSES),
+            "patches": torch.nn.Linear(hidden, merge * merge * scenes.PATCH_CLASSES),
             "cell": torch.nn.Linear(hidden, grid * grid),
-            "chart_label": torch.nn.Linear(hidden, len(world.CHART_LABELS)),
+            "chart_label": torch.nn.Linear(hidden, len(scenes.CHART_LABELS)),
             "chart_value": torch.nn.Linear(hidden, 10),
         })
 
-    def targets(self, batch: list[world.Sample]) -> dict[str, torch.Tensor]:
+    def targets(self, batch: list[scenes.Sample]) -> dict[str, torch.Tensor]:
         """One row per visual token, in the image processor's order (merged tokens row-major, then the patches
         inside each); -100 where a sample has no such fact."""
-        merge, grid = self.merge, world.PATCH_GRID
+        merge, grid = self.merge, scenes.PATCH_GRID
         cells = grid // merge
         order = [(r * merge + i) * grid + c * merge + j
                  for r in range(cells) for c in range(cells) for i in range(merge) for j in range(merge)]
@@ -117,11 +117,11 @@ class VisionProbe(torch.nn.Module):
         return {
             "patches": torch.tensor(patches).view(-1),
             "cell": torch.arange(cells * cells).repeat(len(batch)),
-            "chart_label": torch.tensor([world.CHART_LABELS.index(c[0]) if c else -100 for row in columns for c in row]),
+            "chart_label": torch.tensor([scenes.CHART_LABELS.index(c[0]) if c else -100 for row in columns for c in row]),
             "chart_value": torch.tensor([c[1] if c else -100 for row in columns for c in row]),
         }
 
-    def losses(self, features: torch.Tensor, batch: list[world.Sample]) -> dict[str, torch.Tensor]:
+    def losses(self, features: torch.Tensor, batch: list[scenes.Sample]) -> dict[str, torch.Tensor]:
         targets = self.targets(batch)
         out = {}
         for name, head in self.heads.items():
@@ -134,7 +134,7 @@ class TaskSampler:
     """Draws tasks in proportion to their running chance of a wrong answer, so the families still being learned get
     the batches. `update` takes each sample's whole-answer NLL (per-token mean x answer length)."""
 
-    def __init__(self, tasks=world.TASKS, floor: float = 0.1, seed: int = 0):
+    def __init__(self, tasks=scenes.TASKS, floor: float = 0.1, seed: int = 0):
         self.wrong = {t: 1.0 for t in tasks}
         self.floor = floor
         self.rng = random.Random(seed)
@@ -151,7 +151,7 @@ class TaskSampler:
 
 
 def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLanguageModel:
-    from core.evaluate import exact_match
+    from core.bench.evaluate import exact_match
 
     torch.manual_seed(cfg.seed)
     vlm = VisionLanguageModel.from_pretrained(cfg.init) if cfg.init else new_target(size)
@@ -167,7 +167,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     index = 0
     for step in range(1, cfg.steps + 1):
         tasks = sampler.draw(cfg.batch)
-        batch = [world.sample("train", index + i, t) for i, t in enumerate(tasks)]
+        batch = [scenes.sample("train", index + i, t) for i, t in enumerate(tasks)]
         index += cfg.batch
         inputs = answer_batch(vlm.tokenizer, batch, vlm)
         labels = inputs.pop("labels")
@@ -190,7 +190,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
                   flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
-            acc = exact_match(vlm, world.samples("heldout", cfg.eval_n, start=10_000))
+            acc = exact_match(vlm, scenes.samples("heldout", cfg.eval_n, start=10_000))
             model.train()
             log.append({"step": step, "seconds": round(time.time() - start), "loss": loss.item(), **acc})
             print("eval", json.dumps(log[-1]), flush=True)
@@ -211,7 +211,7 @@ def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, cfg: TargetTra
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     start = time.time()
     for step in range(1, cfg.vision_steps + 1):
-        batch = world.samples("train", cfg.batch, start=(step - 1) * cfg.batch + 7_000_000)
+        batch = scenes.samples("train", cfg.batch, start=(step - 1) * cfg.batch + 7_000_000)
         pixels = vlm.image_processor(images=[s.image for s in batch], return_tensors="pt")
         features = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
         losses = probe.losses(torch.cat(features.pooler_output), batch)

@@ -1,9 +1,9 @@
 """The embedded default models: their configs, where they live, and how a fresh (untrained) one is built.
 
 These are real transformers architectures at toy size, trained by `python -m core train ...` on the
-procedural world (core/world.py) and committed under assets/models/ so the app runs with no hub access.
+procedural world (core/world/scenes.py) and committed under assets/models/ so the app runs with no hub access.
 
-    python -m core.embedded        # builds fresh models and prints parameter counts and per-token latency
+    python -m core.models.embedded        # builds fresh models and prints parameter counts and per-token latency
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from transformers import (
     Qwen2VLImageProcessorPil,
 )
 
-from core import world
-from core.loading import save_bf16
-from core.tokenizer import train_tokenizer
-from core.vlm import VisionLanguageModel
+from core.models.loading import save_bf16
+from core.models.tokenizer import train_tokenizer
+from core.models.vlm import VisionLanguageModel
+from core.world import scenes
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "models"
 EMBEDDED_PATHS = {
     "target": ASSETS / "target",
     "text": ASSETS / "text-drafter",
@@ -72,7 +72,7 @@ class DrafterSize:
 
 def image_processor(patch: int = 16) -> Qwen2VLImageProcessorPil:
     # Every image is resized to about 96x96 pixels: 9 visual tokens, so requests stay cheap on a CPU.
-    pixels = world.IMAGE_SIZE * world.IMAGE_SIZE
+    pixels = scenes.IMAGE_SIZE * scenes.IMAGE_SIZE
     return Qwen2VLImageProcessorPil(
         patch_size=patch, temporal_patch_size=2, merge_size=2, size={"shortest_edge": pixels, "longest_edge": pixels}
     )
@@ -111,7 +111,7 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
             num_heads=size.vision_heads,
             out_hidden_size=size.hidden,
             patch_size=size.patch,
-            window_size=world.IMAGE_SIZE * 2,
+            window_size=scenes.IMAGE_SIZE * 2,
             fullatt_block_indexes=[size.vision_depth - 1],
         ),
         image_token_id=ids["<|image_pad|>"],

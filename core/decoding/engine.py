@@ -5,13 +5,13 @@
         ...   # each Round says what was drafted, what the target accepted, and what it emitted
 
 Each round feeds the target the last committed token plus the gamma drafted tokens in ONE forward, accepts
-with the lossless rule in core/sampling.py, and crops the target's KV cache back to the accepted prefix. With no
+with the lossless rule in core/decoding/sampling.py, and crops the target's KV cache back to the accepted prefix. With no
 drafter a round is one plain decode step, so autoregressive decoding (the baseline) runs through the same code.
 The image is encoded once per request; drafters that use it read `session.image_features`. Drafters that read
 the target's own states (DREAM: `reads_target_features = True`) find its last-layer features of every committed
 position in `session.features` and, while `Drafter.start` runs, all layers' states at prefill in
 `session.prefill_states`; for other drafters the target returns no hidden states at all. On a GPU the steps run
-through core/fast_path.py (static caches, CUDA graphs); on CPU they are plain eager calls.
+through core/decoding/fast_path.py (static caches, CUDA graphs); on CPU they are plain eager calls.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import torch
 from PIL import Image
 from transformers.cache_utils import Cache
 
-from core.drafters import DraftProposal, Drafter
-from core.fast_path import FastPath, key_length
-from core.limits import check_new_tokens
-from core.sampling import SamplingConfig, distribution, match_vocab, sample, verify
-from core.tree import MAX_TREE_TOKENS, depths, greedy_path, is_chain, keep_rows, verify_mask
-from core.vlm import Request, VisionLanguageModel, decode_positions
+from core.decoding.fast_path import FastPath, key_length
+from core.decoding.limits import check_new_tokens
+from core.decoding.sampling import SamplingConfig, distribution, match_vocab, sample, verify
+from core.decoding.tree import MAX_TREE_TOKENS, depths, greedy_path, is_chain, keep_rows, verify_mask
+from core.drafters.base import Drafter, DraftProposal
+from core.models.vlm import Request, VisionLanguageModel, decode_positions
 
 MAX_GAMMA = 16
 
@@ -47,7 +47,7 @@ class Round:
     kind: str  # how the target's own token came: "prefill", "plain", "correction" (a draft was rejected), "bonus"
     draft_seconds: float
     verify_seconds: float
-    parents: list[int] | None = None  # tree rounds: the drafted tree (core/tree.py)
+    parents: list[int] | None = None  # tree rounds: the drafted tree (core/decoding/tree.py)
     path: list[int] | None = None  # tree rounds: indices of the accepted branch's nodes
 
     def branch(self) -> list[int]:
@@ -82,7 +82,7 @@ class Session:
     max_length: int = 0  # positions a cache must hold: prompt + new tokens + the largest draft
     reads_features: bool = False  # whether to collect `features` / `prefill_states` (the drafter reads them)
     stop_ids: frozenset[int] = frozenset()  # end-of-sequence ids: nothing drafted past one is ever emitted
-    min_draft_prob: float = 0.0  # a chain stops early after a draft the drafter gives less than this (core/drafters.py)
+    min_draft_prob: float = 0.0  # a chain stops early after a draft the drafter gives less than this (core/drafters/base.py)
     generated: list[int] = field(default_factory=list)
     cache: Cache | None = None
     rope_delta: int = 0
@@ -246,7 +246,7 @@ class SpeculativeEngine:
         # A tree that narrowed to one branch is verified as a chain: causal attention, no tree mask or cache compaction.
         if proposal.parents is not None and not is_chain(proposal.parents):
             return self._tree_round(session, proposal, max_new_tokens, t0, t1)
-        drafted = proposal.tokens  # up to gamma: a chain may stop early (core/drafters.py, keep_drafting)
+        drafted = proposal.tokens  # up to gamma: a chain may stop early (core/drafters/base.py, keep_drafting)
         logits, states = self._target_forward(session, session.generated[-1:] + drafted)
         p = distribution(logits, session.sampling)
         q = match_vocab(proposal.probs, p.shape[-1])

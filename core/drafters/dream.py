@@ -18,8 +18,8 @@ The MLPs may be narrower than the target's (`intermediate_size`), and the LM hea
 the target answers with most (`draft_vocab`, EAGLE-3's reduced draft vocabulary): both make a draft step cheaper.
 Only the visual tokens the target's last layer attends to most at prefill (`keep_ratio`, default 0.75) enter
 the cross-attention memory; the target itself still sees every visual token. Drafting is a chain, or with `tree`
-(greedy decoding) an EAGLE-2 dynamic tree that the engine verifies in one forward (core/tree.py).
-Training: core/train_dream.py.
+(greedy decoding) an EAGLE-2 dynamic tree that the engine verifies in one forward (core/decoding/tree.py).
+Training: core/training/dream.py.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.models.qwen2.modeling_qwen2 import rotate_half
 
-from core.drafters import DraftProposal, keep_drafting
-from core.massv import visual_features
-from core.sampling import distribution, sample
-from core.tree import TreeShape, depths
-from core.vlm import VisionLanguageModel, last_layer_attention
+from core.decoding.sampling import distribution, sample
+from core.decoding.tree import TreeShape, depths
+from core.drafters.base import DraftProposal, keep_drafting
+from core.drafters.massv import visual_features
+from core.models.vlm import VisionLanguageModel, last_layer_attention
 
 WEIGHTS_FILE = "adapter.safetensors"
 CONFIG_FILE = "dream_config.json"
@@ -106,7 +106,7 @@ class KVCache:
 
 class AdapterCache:
     """The adapter's two self-attention caches, always the same length. `layer_cache`: KVCache at inference;
-    training's rollout passes use one that concatenates, which autograd can follow (core/train_dream.py)."""
+    training's rollout passes use one that concatenates, which autograd can follow (core/training/dream.py)."""
 
     def __init__(self, layer_cache=KVCache):
         self.first, self.last = layer_cache(), layer_cache()
