@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gradio_client import Client, handle_file  # noqa: E402
 
-from core.reap.lab import lab_for, model_info  # noqa: E402
+from core.reap.lab import lab_for  # noqa: E402
+from core.reap.results import model_info  # noqa: E402
 from core.world import scenes  # noqa: E402
 from ui import models  # noqa: E402
 from ui.app import launch  # noqa: E402

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import TINY_DRAFTER, TINY_TARGET
 from transformers import Qwen2ForCausalLM
 
-from core.drafters.base import TextDrafter
 from core.drafters.dream import DreamAdapter, DreamConfig, DreamDrafter
-from core.models.embedded import DrafterSize, TargetSize, new_target, new_text_drafter, save_vlm
+from core.drafters.text import TextDrafter
+from core.models.embedded import new_target, new_text_drafter, save_vlm
 from core.models.tokenizer import train_tokenizer
 from core.models.vlm import VisionLanguageModel
-
-TINY_TARGET = TargetSize(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vision_hidden=32,
-                         vision_depth=1, vision_heads=2)
-TINY_DRAFTER = DrafterSize(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
 
 
 @pytest.fixture(scope="session")

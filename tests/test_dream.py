@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from core.decoding.engine import SpeculativeEngine
-from core.decoding.sampling import SamplingConfig
 from core.decoding.tree import TreeShape
 from core.drafters.dream import AdapterCache, DreamDrafter, keep_visual, visual_scores
 from core.models.vlm import VisionLanguageModel, last_layer_attention
@@ -21,12 +20,12 @@ from core.world import scenes
 
 def _started(engine, drafter, sample, rounds: int = 0, gamma: int = 4):
     """A greedy session prefilled, its drafter started, then `rounds` speculative rounds of gamma drafts."""
-    session = engine.open(sample.image, sample.prompt, SamplingConfig(), seed=0, drafter=drafter)
-    engine._prefill(session)
-    run = drafter.start(session)
+    session = engine.open(sample.image, sample.prompt, drafter, gamma=gamma)
+    session.step()  # the prefill
+    session.run = drafter.start(session.context, session.prefill)  # the engine would start it on the next step
     for _ in range(rounds):
-        engine._speculative_round(session, run, gamma, 64)
-    return session, run
+        assert session.step().drafted
+    return session, session.run
 
 
 def test_recomputed_last_layer_attention_equals_eager(tiny_target_dir):
@@ -51,14 +50,15 @@ def test_session_features_are_the_targets_last_layer_states(tiny_target, tiny_dr
     engine = SpeculativeEngine(tiny_target)
     s = scenes.sample("heldout", 5)
     session, _ = _started(engine, tiny_dream, s, rounds=4, gamma=3)
-    ids = torch.cat([session.request.input_ids, torch.tensor([session.generated[:-1]])], dim=1)
+    request, context = session.context.request, session.context
+    ids = torch.cat([request.input_ids, torch.tensor([session.generated[:-1]])], dim=1)
     with torch.no_grad():
-        full = tiny_target.model(input_ids=ids, pixel_values=session.request.pixel_values,
-                                 image_grid_thw=session.request.image_grid_thw,
+        full = tiny_target.model(input_ids=ids, pixel_values=request.pixel_values,
+                                 image_grid_thw=request.image_grid_thw,
                                  mm_token_type_ids=(ids == tiny_target.image_token_id).long(),
                                  output_hidden_states=True).hidden_states[-1][0]
-    assert session.features.shape == full.shape
-    torch.testing.assert_close(session.features, full, atol=1e-4, rtol=1e-4)
+    assert context.features.shape == full.shape
+    torch.testing.assert_close(context.features, full, atol=1e-4, rtol=1e-4)
 
 
 def test_cache_rollback_is_exact(tiny_target, tiny_dream):
@@ -66,13 +66,10 @@ def test_cache_rollback_is_exact(tiny_target, tiny_dream):
     engine = SpeculativeEngine(tiny_target)
     s = scenes.sample("heldout", 6)
     session, run = _started(engine, tiny_dream, s, rounds=5)
-    session.prefill_states = None
-    again = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=tiny_dream)
-    engine._prefill(again)
-    fresh = tiny_dream.start(again)
-    incremental = run.propose(session, 4)
-    assert incremental.tokens == fresh.propose(session, 4).tokens
-    torch.testing.assert_close(incremental.probs, fresh.propose(session, 4).probs, atol=1e-4, rtol=1e-3)
+    _, fresh = _started(engine, tiny_dream, s)  # a new run, started on a fresh prefill
+    incremental = run.propose(session.context, 4)
+    assert incremental.tokens == fresh.propose(session.context, 4).tokens
+    torch.testing.assert_close(incremental.probs, fresh.propose(session.context, 4).probs, atol=1e-4, rtol=1e-3)
 
 
 @pytest.mark.parametrize("keep_ratio", [1.0, 0.75, 0.5])
@@ -90,10 +87,10 @@ def test_keep_ratio_keeps_the_most_attended_visual_tokens(tiny_target, tiny_drea
     engine = SpeculativeEngine(tiny_target)
     drafter = DreamDrafter(tiny_dream.adapter, tiny_target, keep_ratio=0.5)
     session, run = _started(engine, drafter, scenes.sample("heldout", 7))
-    visual = session.request.image_mask.nonzero().view(-1)
-    keys = session.cache.layers[-1].keys
-    scores = visual_scores(last_layer_attention(tiny_target, session.prefill_states, session.prefill_positions, keys),
-                           visual)
+    visual = session.context.request.image_mask.nonzero().view(-1)
+    prefill = session.prefill
+    scores = visual_scores(last_layer_attention(tiny_target, prefill.hidden_states, prefill.positions,
+                                                prefill.last_layer_keys), visual)
     assert len(run.dropped) == len(visual) - round(0.5 * len(visual))
     weakest_kept = min(scores[i] for i, p in enumerate(visual.tolist()) if p not in run.dropped)
     assert all(scores[i] <= weakest_kept for i, p in enumerate(visual.tolist()) if p in run.dropped)
@@ -243,7 +240,7 @@ def test_a_draft_vocabulary_restricts_the_drafts_and_stays_lossless(tiny_target,
             assert spec.token_ids == plain.token_ids
             assert {t for r in spec.rounds for t in r.drafted} <= set(vocab)
     session, run = _started(engine, DreamDrafter(adapter, tiny_target), samples[0])
-    probs = run.propose(session, 3).probs
+    probs = run.propose(session.context, 3).probs
     outside = torch.ones(probs.shape[-1], dtype=torch.bool)
     outside[vocab] = False
     assert probs[:, outside].eq(0).all()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from PIL import Image
@@ -60,24 +62,21 @@ def test_rounds_are_consistent_with_the_emitted_text(tiny_target, tiny_text_draf
 
 
 def test_kv_rollback_is_exact(tiny_target, tiny_text_drafter):
-    """After a speculative run the target's cache equals a fresh prefill of the same committed tokens."""
+    """After speculative rounds the target's cache equals that of plain decoding of the same committed tokens."""
     engine = SpeculativeEngine(tiny_target)
     image = scenes.sample("heldout", 2).image
-    session = engine.open(image, "Describe the image.", SamplingConfig(), seed=0)
-    engine._prefill(session)
-    run = tiny_text_drafter.start(session)
-    for _ in range(5):
-        engine._speculative_round(session, run, 4, 64)
-    cached = [(layer.keys.clone(), layer.values.clone()) for layer in session.cache.layers]
-    held = session.cache.get_seq_length()
-    assert held == session.request.input_ids.shape[1] + len(session.generated) - 1
-
-    fresh = engine.open(image, "Describe the image.", SamplingConfig(), seed=0)
-    engine._prefill(fresh)
-    engine._target_forward(fresh, session.generated[:-1])
-    for (k, v), layer in zip(cached, fresh.cache.layers):
-        torch.testing.assert_close(k, layer.keys, atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(v, layer.values, atol=1e-5, rtol=1e-4)
+    with engine.open(image, "Describe the image.", tiny_text_drafter, gamma=4) as session:
+        rounds = [session.step() for _ in range(6)]  # the prefill, then five speculative rounds
+        assert all(r is not None for r in rounds) and sum(bool(r.drafted) for r in rounds) == 5
+        held = session.cache.get_seq_length()
+        assert held == session.context.request.input_ids.shape[1] + len(session.generated) - 1
+        with engine.open(image, "Describe the image.") as plain:
+            while len(plain.generated) < len(session.generated):
+                plain.step()
+            assert plain.generated == session.generated  # greedy: lossless
+            for spec_layer, plain_layer in zip(session.cache.layers, plain.cache.layers):
+                torch.testing.assert_close(spec_layer.keys, plain_layer.keys, atol=1e-5, rtol=1e-4)
+                torch.testing.assert_close(spec_layer.values, plain_layer.values, atol=1e-5, rtol=1e-4)
 
 
 def test_sampling_with_a_seed_is_reproducible(tiny_target, tiny_text_drafter):
@@ -95,10 +94,10 @@ def test_a_chain_stops_after_an_end_of_sequence_draft(tiny_target, drafter_name,
     s = scenes.sample("heldout", 0)
 
     def propose(stop_ids):
-        session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter)
-        engine._prefill(session)
-        session.stop_ids = frozenset(stop_ids)
-        return drafter.start(session).propose(session, 5).tokens
+        session = engine.open(s.image, s.prompt, drafter)
+        session.step()  # the prefill
+        context = replace(session.context, stop_ids=frozenset(stop_ids))
+        return drafter.start(context, session.prefill).propose(context, 5).tokens
 
     full = propose([])
     assert len(full) == 5
@@ -138,9 +137,9 @@ def test_a_committed_id_past_the_drafters_rows_is_read_as_its_last_row(tiny_targ
     rows = tiny_text_drafter.model.get_input_embeddings().num_embeddings
     proposals = []
     for committed in (rows + 5, rows - 1):
-        session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=tiny_text_drafter)
-        engine._prefill(session)
-        run = tiny_text_drafter.start(session)
-        session.generated.append(committed)
-        proposals.append(run.propose(session, 3).tokens)
+        session = engine.open(s.image, s.prompt, tiny_text_drafter)
+        session.step()  # the prefill
+        run = tiny_text_drafter.start(session.context, session.prefill)
+        session.committed.tokens.append(committed)  # as if the target had committed it
+        proposals.append(run.propose(session.context, 3).tokens)
     assert proposals[0] == proposals[1]

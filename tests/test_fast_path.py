@@ -63,7 +63,7 @@ def test_a_static_cache_is_sized_in_whole_buckets(tiny_target):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 def test_cuda_graphs_give_the_eager_tokens(tiny_target_dir, tiny_text_drafter_dir):
-    from core.drafters.base import TextDrafter
+    from core.drafters.text import TextDrafter
     from core.models.vlm import VisionLanguageModel
 
     target = VisionLanguageModel.from_pretrained(tiny_target_dir)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import chi_square
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 from scipy.stats import chi2
-from test_sampling import chi_square
 
 from core.decoding.engine import SpeculativeEngine
 from core.decoding.sampling import SamplingConfig, distribution

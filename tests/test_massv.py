@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from core.decoding.engine import SpeculativeEngine
-from core.decoding.sampling import SamplingConfig
 from core.drafters.massv import MassvDrafter
 from core.training.massv import MassvTrainConfig, train
 from core.world import scenes
@@ -47,9 +46,9 @@ def test_image_changes_the_draft(tiny_target, tiny_massv):
     engine = SpeculativeEngine(tiny_target)
     dists = []
     for s in scenes.samples("heldout", 2, ("caption",)):
-        session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
-        session.generated = [engine._prefill(session)]
-        dists.append(tiny_massv.start(session).propose(session, 1).probs[0])
+        session = engine.open(s.image, s.prompt)
+        session.step()  # the prefill
+        dists.append(tiny_massv.start(session.context).propose(session.context, 1).probs[0])
     assert not torch.allclose(dists[0], dists[1])
 
 

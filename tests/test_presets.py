@@ -12,6 +12,7 @@ from dataclasses import replace
 import huggingface_hub.constants
 import pytest
 import torch
+from helpers import TINY_TARGET
 from transformers import AutoConfig, AutoTokenizer
 
 from core.decoding.engine import SpeculativeEngine
@@ -24,7 +25,6 @@ from core.reap.checkpoint import load_model
 from core.reap.embedded_moe import MOE_PATH
 from core.reap.tiny import tiny_model
 from core.world import scenes
-from tests.conftest import TINY_TARGET
 
 VLM_HUB = [name for name, p in presets.VLM_PRESETS.items() if p.hub]
 MOE_HUB = [name for name, p in presets.MOE_PRESETS.items() if p.hub]

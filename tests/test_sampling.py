@@ -7,22 +7,11 @@ import math
 
 import pytest
 import torch
+from helpers import CHI2_999, chi_square
 
 from core.decoding.engine import SpeculativeEngine
 from core.decoding.sampling import SamplingConfig, distribution, verify
-from core.drafters.base import TextDrafter
-
-# Chi-square critical values at p = 0.001: a correct implementation fails these tests once in a thousand seeds,
-# and the seeds are fixed.
-CHI2_999 = {3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}
-
-
-def chi_square(counts: dict, probs: dict) -> tuple[float, int]:
-    n = sum(counts.values())
-    cells = [k for k, p in probs.items() if p > 0]
-    assert all(k in cells for k in counts), "an outcome the target gives probability 0 was produced"
-    stat = sum((counts.get(k, 0) - n * probs[k]) ** 2 / (n * probs[k]) for k in cells)
-    return stat, len(cells) - 1
+from core.drafters.text import TextDrafter
 
 
 def test_verify_first_token_follows_target_distribution():

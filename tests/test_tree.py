@@ -58,15 +58,18 @@ class OracleTreeDrafter:
     and the right branch stops being right after `correct_depth` levels."""
 
     name = "oracle-tree"
+    reads_target_features = False
+    drafts_trees = True
+    assistant_model = None
 
     def __init__(self, continuation: list[int], vocab: int, correct_depth: int = 3):
         self.continuation, self.vocab, self.correct_depth = continuation, vocab, correct_depth
 
-    def start(self, session):
+    def start(self, context, prefill):
         return self
 
-    def propose(self, session, gamma):
-        done = len(session.generated)
+    def propose(self, context, gamma):
+        done = len(context.generated)
         tokens, parents, parent = [], [], -1
         for level in range(gamma):
             right = self.continuation[done + level] if done + level < len(self.continuation) else 0
@@ -91,17 +94,16 @@ def test_tree_verification_is_lossless_and_compacts_the_cache(tiny_target):
         assert max(r.accepted for r in tree_rounds) == 3  # the right branch, as deep as the oracle keeps it right
         assert spec.tau > 2
 
-    session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
-    engine._prefill(session)
-    run = oracle.start(session)
-    for _ in range(3):
-        engine._speculative_round(session, run, 5, 64)
-    fresh = engine.open(s.image, s.prompt, SamplingConfig(), seed=0)
-    engine._prefill(fresh)
-    engine._target_forward(fresh, session.generated[:-1])
-    for tree_layer, fresh_layer in zip(session.cache.layers, fresh.cache.layers):
-        torch.testing.assert_close(tree_layer.keys, fresh_layer.keys, atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(tree_layer.values, fresh_layer.values, atol=1e-5, rtol=1e-4)
+    # After tree rounds (compacted caches) the target's cache is that of plain decoding of the same tokens.
+    with engine.open(s.image, s.prompt, oracle, gamma=5) as session, engine.open(s.image, s.prompt) as plain:
+        for _ in range(4):  # the prefill, then three tree rounds
+            session.step()
+        while len(plain.generated) < len(session.generated):
+            plain.step()
+        assert plain.generated == session.generated
+        for tree_layer, plain_layer in zip(session.cache.layers, plain.cache.layers):
+            torch.testing.assert_close(tree_layer.keys, plain_layer.keys, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(tree_layer.values, plain_layer.values, atol=1e-5, rtol=1e-4)
 
 
 def test_dream_trees_are_lossless_and_shaped_as_asked(tiny_target, tiny_dream):
@@ -136,10 +138,9 @@ def test_a_one_wide_tree_drafts_what_the_chain_drafts(tiny_target, tiny_dream):
     for min_draft_prob in (0.0, 0.002, 0.01):
         drafts = []
         for drafter in (tiny_dream, one_wide):
-            session = engine.open(s.image, s.prompt, SamplingConfig(), seed=0, drafter=drafter,
-                                  min_draft_prob=min_draft_prob)
-            engine._prefill(session)
-            drafts.append(drafter.start(session).propose(session, 6))
+            session = engine.open(s.image, s.prompt, drafter, min_draft_prob=min_draft_prob)
+            session.step()  # the prefill
+            drafts.append(drafter.start(session.context, session.prefill).propose(session.context, 6))
         chain, tree = drafts
         assert tree.tokens == chain.tokens and tree.parents == list(range(-1, len(chain.tokens) - 1))
         lengths.add(len(chain.tokens))

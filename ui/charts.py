@@ -6,9 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.decoding.engine import Round
+from core.decoding.metrics import RunStats
+from core.decoding.rounds import Round
 from ui.render import COLOURS
-from ui.stats import RunStats
 
 
 def figure(rounds: list[Round], stats: RunStats) -> go.Figure:

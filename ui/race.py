@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from core.decoding.engine import Round
+from core.decoding.rounds import Round
 
 
 @dataclass

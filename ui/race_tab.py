@@ -10,6 +10,7 @@ import gradio as gr
 
 from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
+from core.decoding.metrics import RunStats
 from core.models.registry import DRAFTERS, load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
@@ -17,7 +18,6 @@ from ui.examples import TASK_PROMPTS, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.race import Lane, race
 from ui.render import LEGEND, tokens_html
-from ui.stats import RunStats
 from ui.zerogpu import gpu
 
 TITLE = "Drafter race"

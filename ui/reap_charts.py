@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from core.reap.lab import ALL_METHODS, Curve, PruneView, Subspace
+from core.reap.lab import ALL_METHODS
+from core.reap.results import Curve, PruneView, Subspace
 
 REMOVED = "#dc2626"
 VARIANT_STYLE = {

@@ -16,8 +16,9 @@ import gradio as gr
 
 from core.models.presets import EMBEDDED, MOE_PRESETS
 from core.reap import data
-from core.reap.lab import ALL_METHODS, PruneView, Sample, lab_for, model_info
+from core.reap.lab import ALL_METHODS, lab_for
 from core.reap.prune import Selection
+from core.reap.results import PruneView, Sample, model_info
 from ui import models
 from ui.inputs import user_errors
 from ui.reap_charts import curve_figure, heatmaps, placeholder, subspace_figure

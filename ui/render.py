@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from core.decoding.engine import Round
+from core.decoding.rounds import Round
 
 COLOURS = {
     "accepted": "#16a34a",

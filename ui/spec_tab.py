@@ -9,6 +9,7 @@ import gradio as gr
 
 from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
+from core.decoding.metrics import RunStats
 from core.models.registry import load_drafter
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
@@ -16,7 +17,7 @@ from ui.charts import figure
 from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.render import LABELS, tokens_html
-from ui.stats import RunStats, cards_html
+from ui.stats import cards_html
 from ui.zerogpu import gpu
 
 TITLE = "Speculative decoding"

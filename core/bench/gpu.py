@@ -35,7 +35,9 @@ from transformers import (
 
 from core.decoding.engine import SpeculativeEngine
 from core.decoding.fast_path import FastPath
-from core.drafters.base import DraftProposal, TextDrafter
+from core.decoding.session import DraftContext, PrefillRecord
+from core.drafters.base import DraftProposal
+from core.drafters.text import TextDrafter
 from core.models.embedded import EMBEDDED_PATHS, image_processor
 from core.models.vlm import VisionLanguageModel
 
@@ -138,19 +140,23 @@ class ScriptedDrafter:
     """A real drafter's forward (its cost) proposing the target's own greedy continuation, cut so that on average
     `tau - 1` drafts are accepted per round: how a drafter of that quality would fare, on random weights."""
 
+    reads_target_features = False
+    drafts_trees = False
+    assistant_model = None
+
     def __init__(self, inner: TextDrafter, reference: list[int], tau: float, gamma: int, seed: int = 0):
         self.inner, self.reference, self.name = inner, reference, f"scripted τ={tau}"
         self.accept_p = _accept_probability(tau, gamma)
         self.rng = torch.Generator().manual_seed(seed)
 
-    def start(self, session):
-        run = self.inner.start(session)
+    def start(self, context: DraftContext, prefill: PrefillRecord | None = None):
+        run = self.inner.start(context)
         drafter = self
 
         class Run:
-            def propose(self, session, gamma: int) -> DraftProposal:
-                real = run.propose(session, gamma)  # the drafter's real cost (and length: it may stop early)
-                done, n = len(session.generated), len(real.tokens)
+            def propose(self, context: DraftContext, gamma: int) -> DraftProposal:
+                real = run.propose(context, gamma)  # the drafter's real cost (and length: it may stop early)
+                done, n = len(context.generated), len(real.tokens)
                 right = drafter.reference[done:done + n]
                 vocab, tokens = real.probs.shape[-1], []
                 for i, token in enumerate(right + [0] * (n - len(right))):

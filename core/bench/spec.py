@@ -23,32 +23,25 @@ from pathlib import Path
 
 import torch
 
-from core.decoding.engine import Generation, SpeculativeEngine
+from core.decoding.engine import SpeculativeEngine
+from core.decoding.metrics import RunStats
+from core.decoding.rounds import Generation
 from core.decoding.sampling import SamplingConfig
 from core.models.registry import load_drafter, load_target, split_drafters
 from core.world import scenes
 
 
 def _stats(gens: list[Generation], ar_seconds: float) -> dict:
-    tokens = sum(g.new_tokens for g in gens)
-    seconds = sum(g.seconds for g in gens)
-    rounds = [r for g in gens for r in g.rounds if r.drafted]
-    drafted = sum(len(r.drafted) for r in rounds)
-    accepted = sum(r.accepted for r in rounds)
-    depth = max((r.depth for r in rounds), default=0)
-    per_position = [
-        sum(r.accepted > i for r in rounds if r.depth > i) / max(1, sum(r.depth > i for r in rounds))
-        for i in range(depth)
-    ]
+    stats = RunStats.of([r for g in gens for r in g.rounds], sum(g.seconds for g in gens))
     return {
-        "tau": tokens / sum(g.target_forwards for g in gens),
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "per_position_acceptance": per_position,
-        "mean_accepted_length": 1 + accepted / len(rounds) if rounds else 1.0,
-        "speedup": ar_seconds / seconds,
-        "tokens_per_s": tokens / seconds,
-        "tokens": tokens,
-        "seconds": seconds,
+        "tau": stats.tau,
+        "acceptance_rate": stats.acceptance,
+        "per_position_acceptance": stats.position_acceptance,
+        "mean_accepted_length": stats.mean_accepted_length,
+        "speedup": ar_seconds / stats.seconds,  # the same requests decoded plainly: the same work
+        "tokens_per_s": stats.tokens_per_second,
+        "tokens": stats.tokens,
+        "seconds": stats.seconds,
     }
 
 
@@ -59,7 +52,8 @@ def _hf_assisted(target, drafter, sample) -> dict:
         target.model.generate(
             input_ids=request.input_ids, attention_mask=torch.ones_like(request.input_ids),
             mm_token_type_ids=request.mm_token_type_ids, pixel_values=request.pixel_values,
-            image_grid_thw=request.image_grid_thw, assistant_model=drafter.model, max_new_tokens=8, do_sample=False,
+            image_grid_thw=request.image_grid_thw, assistant_model=drafter.assistant_model, max_new_tokens=8,
+            do_sample=False,
         )
     except Exception as exc:  # report, don't crash the benchmark: this is transformers' limitation
         return {"supported": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
@@ -126,7 +120,7 @@ def bench(
                    if k in ("tau", "speedup", "acceptance_rate")}
             for task, idx in by_task.items()
         }
-        if hasattr(loaded[name], "model"):
+        if loaded[name].assistant_model is not None:
             entry["hf_assisted"] = _hf_assisted(target, loaded[name], warm)
         report["drafters"][name] = entry
     return report

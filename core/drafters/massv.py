@@ -5,7 +5,7 @@
 
 The small LM (initialised from the text-only drafter) gets a trainable projector, a 2-layer MLP with GELU, from
 the width of the target's visual features (`vision_config.out_hidden_size`) to its own hidden size. At inference
-the features the target already computed for the request (`session.image_features`) are reused: no second vision
+the features the target already computed for the request (`DraftContext.image_features`) are reused: no second vision
 pass. The projected features replace the LM's embeddings at the image placeholder positions of the same prompt
 the target sees. Training (two phases) is in core/training/massv.py.
 """
@@ -20,8 +20,11 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from core.drafters.base import CachedPrefix, TextDraftRun
+from core.decoding.session import DraftContext, PrefillRecord
+from core.drafters.base import CachedPrefix
+from core.drafters.text import TextDraftRun
 from core.models.loading import LoadOptions, save_bf16
+from core.models.vlm import visual_features, with_image_features
 
 PROJECTOR_FILE = "projector.safetensors"
 MASSV_CONFIG = "massv_config.json"
@@ -32,28 +35,27 @@ class Projector(nn.Sequential):
         super().__init__(nn.Linear(vision_width, hidden), nn.GELU(), nn.Linear(hidden, hidden))
 
 
-def visual_features(image_features) -> torch.Tensor | None:
-    """The target vision tower's output for a request as one [n_visual_tokens, width] tensor."""
-    if image_features is None:
-        return None
-    return torch.cat(image_features.pooler_output, dim=0)
-
-
 def multimodal_embeds(lm: PreTrainedModel, projector: Projector, input_ids: torch.Tensor,
                       image_mask: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
-    """Token embeddings with the projected visual features scattered into the image placeholder positions."""
+    """The LM's token embeddings with the projected visual features at the image placeholder positions."""
     embeds = lm.get_input_embeddings()(input_ids)
-    if features is None:
-        return embeds
-    projected = projector(features.to(embeds.dtype))
-    return embeds.masked_scatter(image_mask.unsqueeze(-1).to(embeds.device), projected)
+    projected = None if features is None else projector(features.to(embeds.dtype))
+    return with_image_features(embeds, image_mask, projected)
 
 
 class MassvDrafter:
+    reads_target_features = False
+    drafts_trees = False
+
     def __init__(self, lm: PreTrainedModel, projector: Projector, name: str = "massv"):
         self.model = lm.eval()
         self.projector = projector.eval()
         self.name = name
+
+    @property
+    def assistant_model(self) -> PreTrainedModel:
+        """Its LM alone (no image): what transformers' assisted generation would be handed."""
+        return self.model
 
     @classmethod
     def from_text_drafter(cls, lm: PreTrainedModel, vision_width: int, name: str = "massv") -> MassvDrafter:
@@ -78,13 +80,13 @@ class MassvDrafter:
         (path / MASSV_CONFIG).write_text(json.dumps({"vision_width": vision_width, **(metadata or {})}, indent=1))
 
     @torch.no_grad()
-    def start(self, session) -> TextDraftRun:
+    def start(self, context: DraftContext, prefill: PrefillRecord | None = None) -> TextDraftRun:
         """Prefill the prompt (image features included) once; later tokens go through the plain token path."""
-        request = session.request
+        request = context.request
         ids = request.input_ids.to(self.model.device)
-        prefix = CachedPrefix(self.model, session)
+        prefix = CachedPrefix(self.model, context)
         embeds = multimodal_embeds(self.model, self.projector, ids[:, :-1], request.image_mask[:-1].unsqueeze(0),
-                                   visual_features(session.image_features))
+                                   visual_features(context.image_features))
         self.model(inputs_embeds=embeds, cache=prefix.cache, use_cache=True)
         prompt_ids = ids[0].tolist()
         prefix.held = prompt_ids[:-1]

@@ -18,9 +18,10 @@ from pathlib import Path
 from safetensors import SafetensorError
 
 from core.decoding.tree import TreeShape
-from core.drafters.base import Drafter, TextDrafter
+from core.drafters.base import Drafter
 from core.drafters.dream import DreamDrafter
 from core.drafters.massv import MassvDrafter
+from core.drafters.text import TextDrafter
 from core.models.loading import LoadOptions, presets_only
 from core.models.presets import EMBEDDED, VLM_PRESETS, DrafterSource, vlm_preset
 from core.models.vlm import VisionLanguageModel

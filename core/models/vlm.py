@@ -166,9 +166,25 @@ def chat_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, with_image: boo
     )
 
 
-def decode_positions(start: int, length: int, rope_delta: int) -> torch.Tensor:
-    """[4, 1, length] positions for tokens that follow the prompt (rotary position = text position + delta)."""
-    text = torch.arange(start, start + length).view(1, 1, -1)
+def visual_features(image_features) -> torch.Tensor | None:
+    """The target vision tower's output for a request (`encode_image`) as one [n_visual_tokens, width] tensor."""
+    if image_features is None:
+        return None
+    return torch.cat(image_features.pooler_output, dim=0)
+
+
+def with_image_features(embeds: torch.Tensor, image_mask: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+    """Input embeddings with `features` written into the image placeholder positions (None: embeds unchanged)."""
+    if features is None:
+        return embeds
+    return embeds.masked_scatter(image_mask.unsqueeze(-1).to(embeds.device), features.to(embeds.dtype))
+
+
+def decode_positions(start: int, offsets: int | torch.Tensor, rope_delta: int) -> torch.Tensor:
+    """[4, 1, n] positions for tokens that follow the prompt: text position start + offset (offsets: n for a chain,
+    0..n-1, or each tree node's depth), rotary position = text position + delta on all three M-RoPE axes."""
+    offsets = torch.arange(offsets) if isinstance(offsets, int) else offsets
+    text = (start + offsets).view(1, 1, -1)
     return torch.cat([text, (text + rope_delta).expand(3, 1, -1)])
 
 

@@ -33,17 +33,17 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import AutoConfig
 
 from core.models.loading import LoadOptions
 from core.models.presets import moe_preset
 from core.reap import data
-from core.reap.adapters import ADAPTERS, num_groups
+from core.reap.adapters import num_groups
 from core.reap.bench import QUALITY as BENCH_QUALITY
 from core.reap.checkpoint import atomic_save, load_model, recipe_for, save_reduced, weights_fingerprint
 from core.reap.merge import MERGE_METHODS
 from core.reap.prune import SCOPES, Selection, experts_to_keep
 from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
+from core.reap.results import Curve, CurvePoint, PruneView, Sample, Subspace, model_info
 from core.reap.scores import METHODS, ScoreConfig, load_scores, save_scores, score
 from core.reap.subspace import mean_routed, subspace_view
 from core.reap.view import Reduction, reduce_in_place, reduced_view, reduction_for
@@ -78,95 +78,12 @@ class LabConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    experts: int
-    top_k: int
-    layers: int
-
-    @property
-    def max_ratio(self) -> float:
-        """The largest ratio that still leaves top-k experts per layer."""
-        return (self.experts - self.top_k) / self.experts
-
-
-@dataclass
-class PruneView:
-    """What one (calibration, method, ratio) does: the maps behind the heatmaps and quality against unpruned."""
-
-    model: str
-    calibration: str
-    method: str
-    ratio: float  # the ratio actually applied: removed / experts
-    experts: int
-    removed: int  # experts removed (or merged away) per layer; with a global ranking, per layer on average
-    top_k: int
-    scope: str  # "layer": the same count in every layer; "global": one ranking across layers
-    protected: list[list[int]]  # [layer] super experts kept whatever they score
-    layers: list[str]
-    saliency_method: str  # the score `saliency` holds (SALIENCY_OF for merge methods)
-    saliency: list[list[float]]  # [layer][expert]
-    frequency: list[list[float]]  # [layer][expert], share of the layer's routed tokens
-    kept: list[list[int]]  # [layer] kept (merging: representative) experts
-    merged_into: list[dict[int, int]]  # [layer] merged-away expert -> the expert it was merged into
-    quality: dict  # {domain: {"ppl", "acc"}} on the live evaluation set
-    baseline: dict  # the same for the unpruned model
-    quality_cached: bool
-    seconds: float
-
-
-@dataclass
-class CurvePoint:
-    method: str
-    ratio: float
-    quality: dict
-
-
-@dataclass
-class Curve:
-    """Quality against ratio for every method, one calibration; ratio 0 is `baseline`."""
-
-    calibration: str
-    source: str  # where the numbers come from, for the caption
-    baseline: dict
-    points: list[CurvePoint]
-
-
-@dataclass
-class Subspace:
-    """core/reap/subspace.py's view of the original, a pruned and a merged model at one ratio."""
-
-    ratio: float
-    pruned_method: str
-    merged_method: str
-    layers: list[dict]  # [layer] {variant: [[x, y] per expert]}
-    spread: dict  # {variant: [per layer]}
-
-
-@dataclass
-class Sample:
-    domain: str
-    prompt: str
-    unpruned: str
-    pruned: str
-
-
 @dataclass
 class _Scored:
     result: dict
     cache: dict
     windows: torch.Tensor
     directory: Path
-
-
-def model_info(name_or_path: str) -> ModelInfo:
-    """Expert count, top-k and depth from the config alone (no weights), e.g. to size a ratio slider."""
-    preset = moe_preset(name_or_path)
-    config = AutoConfig.from_pretrained(preset.model, **preset.load.file_kwargs())
-    if config.model_type not in ADAPTERS:
-        raise ValueError(f"{name_or_path!r} is a {config.model_type!r} model, not a supported MoE family")
-    return ModelInfo(getattr(config, ADAPTERS[config.model_type].experts_key), config.num_experts_per_tok,
-                     config.num_hidden_layers)
 
 
 def _digest(*parts: bytes | str) -> str:

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
-from core.drafters.massv import MassvDrafter, multimodal_embeds, visual_features
+from core.drafters.massv import MassvDrafter, multimodal_embeds
 from core.models.embedded import EMBEDDED_PATHS, shipped_output
-from core.models.vlm import VisionLanguageModel
+from core.models.vlm import VisionLanguageModel, visual_features
 from core.training import training_data
 from core.training.self_distill import DistillConfig, distillation_set, training_samples
 from core.training.target import answer_batch, per_sample_loss
