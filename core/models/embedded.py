@@ -85,24 +85,22 @@ def _mrope_section(head_dim: int) -> list[int]:
     return [t, h, half - t - h]
 
 
+def _decoder_fields(tokenizer, size: TargetSize | DrafterSize) -> dict:
+    """The config fields the target's language model and the text drafter share (both a Qwen2 decoder)."""
+    return dict(vocab_size=len(tokenizer), hidden_size=size.hidden, num_hidden_layers=size.layers,
+                num_attention_heads=size.heads, num_key_value_heads=size.kv_heads, intermediate_size=size.intermediate,
+                max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=None,
+                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+
+
 def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguageModel:
     tokenizer = tokenizer or train_tokenizer()
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")}
     head_dim = size.hidden // size.heads
     config = Qwen2_5_VLConfig(
         text_config=dict(
-            vocab_size=len(tokenizer),
-            hidden_size=size.hidden,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads,
-            intermediate_size=size.intermediate,
-            max_position_embeddings=4096,
+            _decoder_fields(tokenizer, size),
             rope_parameters={"rope_type": "default", "rope_theta": size.rope_theta, "mrope_section": _mrope_section(head_dim)},
-            tie_word_embeddings=True,
-            bos_token_id=None,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
         ),
         vision_config=dict(
             depth=size.vision_depth,
@@ -127,20 +125,7 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
 
 
 def new_text_drafter(tokenizer, size: DrafterSize = DrafterSize()) -> Qwen2ForCausalLM:
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=size.hidden,
-        num_hidden_layers=size.layers,
-        num_attention_heads=size.heads,
-        num_key_value_heads=size.kv_heads,
-        intermediate_size=size.intermediate,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return Qwen2ForCausalLM(config)
+    return Qwen2ForCausalLM(Qwen2Config(**_decoder_fields(tokenizer, size)))
 
 
 def save_vlm(vlm: VisionLanguageModel, path: Path) -> None:

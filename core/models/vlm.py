@@ -102,7 +102,10 @@ class VisionLanguageModel:
         return chat_prompt(self.tokenizer, prompt, with_image)
 
     def image_prompt_text(self, prompt: str, image_grid_thw: torch.Tensor) -> str:
-        """The chat prompt with the image placeholder repeated once per visual feature of that image."""
+        """The chat prompt with the image placeholder repeated once per visual feature of that image: the one prompt
+        path of inference (`prepare`) and training (core/training/batches.py). transformers' Qwen2_5_VLProcessor
+        does this expansion too, but cannot be built without a video processor (which needs torchvision), and this
+        line is all of it we would use."""
         n_features = int(image_grid_thw.prod()) // self.image_processor.merge_size**2
         return self.prompt_text(prompt, True).replace(self.image_token, self.image_token * n_features, 1)
 

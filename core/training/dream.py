@@ -38,8 +38,8 @@ from core.drafters.dream import AdapterCache, DreamAdapter, DreamConfig, DreamDr
 from core.models.embedded import EMBEDDED_PATHS, shipped_output
 from core.models.vlm import VisionLanguageModel
 from core.training import training_data
+from core.training.batches import answer_batch
 from core.training.self_distill import DistillConfig, load_or_make, training_samples
-from core.training.target import answer_batch
 
 
 @dataclass

@@ -26,8 +26,8 @@ from core.drafters.massv import MassvDrafter, multimodal_embeds
 from core.models.embedded import EMBEDDED_PATHS, shipped_output
 from core.models.vlm import VisionLanguageModel, visual_features
 from core.training import training_data
+from core.training.batches import answer_batch, per_sample_loss
 from core.training.self_distill import DistillConfig, distillation_set, training_samples
-from core.training.target import answer_batch, per_sample_loss
 from core.world import scenes
 
 

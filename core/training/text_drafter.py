@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 
 from core.models.embedded import EMBEDDED_PATHS, DrafterSize, new_text_drafter
 from core.models.loading import save_bf16
-from core.training.target import answer_batch, per_sample_loss
+from core.training.batches import answer_batch, per_sample_loss
 from core.world import scenes
 
 
