@@ -74,13 +74,13 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
         engine = SpeculativeEngine(target)
         decode = lambda t: target.tokenizer.decode([t])  # noqa: E731
 
-        def stream(drafter):
-            return engine.stream(image, prompt, drafter, gamma=gamma, max_new_tokens=max_new_tokens)
+        def session(drafter):
+            return engine.open(image, prompt, drafter, gamma=gamma, max_new_tokens=max_new_tokens)
 
-        lanes = [Lane(AR, stream(None))]
+        lanes = [Lane(AR, session(None))]
         for name in drafters or []:
             try:
-                lanes.append(Lane(name, stream(load_drafter(name))))
+                lanes.append(Lane(name, session(load_drafter(name))))
             except ValueError as exc:
                 lanes.append(Lane(name, None, error=str(exc)))
         for lanes in race(lanes):

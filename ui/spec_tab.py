@@ -25,7 +25,7 @@ TITLE = "Speculative decoding"
 # once at the end) while tokens and stats update every round.
 PLOT_EVERY_S = 1.0
 LOG_HEADERS = ["round", "ended with", "drafted", "accepted", "emitted", "draft ms", "verify ms"]
-# The engine streams being decoded now. A request that is cancelled or whose client goes away leaves this set at
+# The engine sessions being decoded now. A request that is cancelled or whose client goes away leaves this set at
 # once (Gradio closes the generator, so its `finally` runs): tests/test_faults.py watches it.
 DECODING: set[int] = set()
 
@@ -46,23 +46,23 @@ def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p,
         target = models.target(model_name)
         drafter = load_drafter(inputs.drafter_spec(drafter_name, keep_ratio, drafting, tree_top_k, tree_total),
                                model_name)
-        stream = SpeculativeEngine(target).stream(image, prompt, drafter, gamma=gamma, sampling=sampling,
-                                                  max_new_tokens=max_new_tokens, seed=seed)
-        DECODING.add(id(stream))
+        session = SpeculativeEngine(target).open(image, prompt, drafter, gamma=gamma, sampling=sampling,
+                                                 max_new_tokens=max_new_tokens, seed=seed)
+        DECODING.add(id(session))
         try:
-            yield from _rounds(stream, target, drafter, max_new_tokens, progress)
+            yield from _rounds(session, target, drafter, max_new_tokens, progress)
         finally:
-            stream.close()  # frees the KV cache now, not whenever the garbage collector gets to it
-            DECODING.discard(id(stream))
+            session.close()  # frees the KV caches now, not whenever the garbage collector gets to them
+            DECODING.discard(id(session))
 
 
-def _rounds(stream, target, drafter, max_new_tokens, progress):
-    """The tab's outputs after each round of `stream`, then the final chart."""
+def _rounds(session, target, drafter, max_new_tokens, progress):
+    """The tab's outputs after each round of the `session`, then the final chart."""
     decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
     rounds, log, seconds, first, plotted = [], [], 0.0, None, time.perf_counter()
     while True:
         start = time.perf_counter()  # the engine's own time: rendering below is not counted
-        r = next(stream, None)
+        r = session.step()
         seconds += time.perf_counter() - start
         if r is None:
             break
