@@ -1,4 +1,7 @@
-"""Sampling is lossless: speculative outputs follow the target's own distribution (chi-square tests)."""
+"""Sampling is lossless: speculative outputs follow the target's own distribution (chi-square tests).
+
+    python -m pytest -q tests/test_sampling.py
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,16 @@
 """Training drafters on the user's own images (core/training/training_data.py): folders with and without metadata.jsonl,
-every bad input, datasets through the datasets library, self-distillation sets on such examples (and world sets
-unchanged), and MASSV phases 1 and 2 and DREAM trained end to end on a folder for a target loaded by path, whose
-drafters decode losslessly."""
+every bad input, datasets through the real datasets library (Dataset.from_dict with PIL images, saved as parquet and
+loaded offline by load_dataset; skipped where the optional 'data' extra is not installed), self-distillation sets on
+such examples (and world sets unchanged), and MASSV phases 1 and 2 and DREAM trained end to end on a folder for a
+target loaded by path, whose drafters decode losslessly.
+
+    OMP_NUM_THREADS=1 python -m pytest -q tests/test_training_data.py
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-import types
 
 import pytest
 
@@ -141,41 +144,52 @@ def test_hf_dataset_without_the_datasets_library_says_how_to_install_it(monkeypa
         training_data.load(hf_dataset="someone/pictures:validation")
 
 
-class _LocalSplit:
-    """Stands in for a datasets.Dataset (the library is optional and not installed here; no network in tests):
-    the members training_data uses, with datasets' semantics (a str key is a column, an int key a row)."""
-
-    def __init__(self, rows: list[dict]):
-        self.rows = rows
-        self.column_names = list(rows[0]) if rows else ["image", "prompt"]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, key):
-        return [r[key] for r in self.rows] if isinstance(key, str) else self.rows[key]
+def _parquet_dataset(folder, split: str, columns: dict):
+    """A real datasets.Dataset (PIL images become its Image feature), written where load_dataset finds it offline:
+    a local directory is a dataset name, and a file named SPLIT.parquet in it is that split."""
+    datasets = pytest.importorskip("datasets", reason="the datasets library (the 'data' extra) is not installed")
+    datasets.Dataset.from_dict(columns).to_parquet(str(folder / f"{split}.parquet"))
+    return str(folder)
 
 
-def test_hf_dataset_examples_and_their_images(monkeypatch, fresh_hf_cache):
+@pytest.fixture
+def datasets_here(tmp_path, monkeypatch, fresh_hf_cache):
+    """datasets, with its cache in tmp_path, and every load_dataset call recorded (the real one still runs)."""
+    datasets = pytest.importorskip("datasets", reason="the datasets library (the 'data' extra) is not installed")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    calls, real = [], datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: calls.append((a, k)) or real(*a, **k))
+    return calls
+
+
+def test_hf_dataset_examples_and_their_images(tmp_path, datasets_here):
     images = [scenes.sample("heldout", i).image.resize(size).convert("L") for i, size in enumerate(IMAGES.values())]
-    splits = {
-        ("someone/pictures", "train"): _LocalSplit([{"image": im, "prompt": f"Question {i}?", "answer": str(i)}
-                                                    for i, im in enumerate(images)]),
-        ("someone/pictures", "test"): _LocalSplit([{"image": images[0], "question": "Hi?"}]),
-    }
-    loaded = []
-    fake = types.ModuleType("datasets")
-    fake.load_dataset = lambda name, split: loaded.append((name, split)) or splits[name, split]
-    monkeypatch.setitem(sys.modules, "datasets", fake)
-    data = training_data.load(hf_dataset="someone/pictures")  # split defaults to train
-    assert data.source == "hf-dataset:someone/pictures:train"
+    name = _parquet_dataset(tmp_path / "pictures", "train", {"image": images,
+                                                             "prompt": [f"Question {i}?" for i in range(3)],
+                                                             "answer": [str(i) for i in range(3)]})
+    data = training_data.load(hf_dataset=name)  # split defaults to train
+    assert data.source == f"hf-dataset:{name}:train"
     assert [(e.prompt, e.answer, e.task) for e in data.examples] == \
         [(f"Question {i}?", str(i), "custom") for i in range(3)]
-    assert data.examples[2].image == {"hf_dataset": "someone/pictures", "split": "train", "index": 2}
-    assert [(s.image.size, s.image.mode) for s in data] == [(size, "RGB") for size in IMAGES.values()]
-    assert loaded == [("someone/pictures", "train")]  # loaded once, then read row by row
+    assert data.examples[2].image == {"hf_dataset": name, "split": "train", "index": 2}
+    samples = list(data)
+    assert [(s.image.size, s.image.mode) for s in samples] == [(size, "RGB") for size in IMAGES.values()]
+    assert samples[1].image.tobytes() == images[1].convert("RGB").tobytes()  # the pixels stored (PNG: lossless)
+    assert datasets_here == [((name,), {"split": "train"})]  # loaded once, then read row by row
+
+
+def test_hf_dataset_columns_and_rows_are_checked(tmp_path, datasets_here):
+    image = scenes.sample("heldout", 0).image
+    questions = _parquet_dataset(tmp_path / "questions", "test", {"image": [image], "question": ["Hi?"]})
     with pytest.raises(ValueError, match="no column prompt"):
-        training_data.load(hf_dataset="someone/pictures:test")
+        training_data.load(hf_dataset=f"{questions}:test")
+    blank = _parquet_dataset(tmp_path / "blank", "train", {"image": [image, image], "prompt": ["Hi?", " "]})
+    with pytest.raises(ValueError, match="row 1: missing 'prompt'"):
+        training_data.load(hf_dataset=blank)
+    tasks = _parquet_dataset(tmp_path / "tasks", "validation", {"image": [image], "prompt": ["Count."],
+                                                                "task": ["counting"]})
+    data = training_data.load(hf_dataset=f"{tasks}:validation")
+    assert [(e.task, e.answer) for e in data.examples] == [("counting", None)]
 
 
 def test_phase1_needs_ground_truth_answers(tmp_path):

@@ -46,6 +46,17 @@ class Round:
         branch = self.branch()
         return self.drafted[branch[self.accepted]] if self.accepted < len(branch) else None
 
+    def statuses(self) -> list[str]:
+        """Per drafted token: "accepted" (emitted), "rejected" (the target chose otherwise at its position) or
+        "not reached" (it followed a rejected draft, or the token budget ran out before it)."""
+        if self.parents is None:
+            return ["accepted" if i < self.accepted and i < len(self.emitted) else
+                    "rejected" if i == self.accepted else "not reached" for i in range(len(self.drafted))]
+        on_path = set(self.path[: len(self.emitted)])
+        seen = {-1} | on_path  # positions whose next token the target decided
+        return ["accepted" if i in on_path else "rejected" if parent in seen else "not reached"
+                for i, parent in enumerate(self.parents)]
+
 
 
 @dataclass
