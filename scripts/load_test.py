@@ -81,7 +81,7 @@ class Session:
             job.result()
             return [out[4] for out in job.outputs() if isinstance(out[4], str)][-1]  # the output text
         if kind == "race":
-            _, verdict, summary = self.client.predict(handle_file(self.image), self.prompt, [self.drafter], 4,
+            _, verdict, summary, *_ = self.client.predict(handle_file(self.image), self.prompt, [self.drafter], 4,
                                                       self.cfg.max_new_tokens, api_name="/race")
             return verdict, [[row[0], row[2], row[-1]] for row in summary["data"]]  # lane, target forwards, same
         job = self.client.submit("embedded", self.cfg.calibration, self.method, self.ratio, "layer", 0,

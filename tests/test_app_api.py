@@ -51,7 +51,7 @@ def test_generate_streams_rounds_in_order_and_matches_ar(client, world_png, draf
 
 def test_race_is_lossless_and_reports_missing_drafters(client, world_png):
     path, prompt = world_png
-    board, verdict, summary = client.predict(handle_file(path), prompt, list(DRAFTERS), 4, MAX_NEW, api_name="/race")
+    board, verdict, summary, *_ = client.predict(handle_file(path), prompt, list(DRAFTERS), 4, MAX_NEW, api_name="/race")
     rows = {row[0]: row for row in summary["data"]}
     ready = [name for name in DRAFTERS if has_weights(name)]
     assert sorted(rows) == sorted(["AR", *ready])

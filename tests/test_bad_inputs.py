@@ -106,13 +106,13 @@ MAX_NEW = 8
 GOOD = {
     "generate": {"image": "world.png", "model": "embedded", "drafter": "none", "gamma": 4, "temperature": 0.0,
                  "top_p": 1.0, "seed": 0, "max_new": MAX_NEW, "keep": 0.75, "drafting": "chain", "tree_top_k": 4,
-                 "tree_total": 16},
+                 "tree_total": 16, "pace": 0},
     "race": {"image": "world.png", "drafters": ["text"], "gamma": 4, "max_new": MAX_NEW},
     "reap": {"model": "embedded", "calibration": "math", "method": "reap", "ratio": 0.5, "scope": "layer", "protect": 0},
 }
 ORDER = {  # the endpoints' positional inputs
     "generate": ("image", "prompt", "model", "drafter", "gamma", "temperature", "top_p", "seed", "max_new", "keep",
-                 "drafting", "tree_top_k", "tree_total"),
+                 "drafting", "tree_top_k", "tree_total", "pace"),
     "race": ("image", "prompt", "drafters", "gamma", "max_new"),
     "reap": ("model", "calibration", "method", "ratio", "scope", "protect"),
 }

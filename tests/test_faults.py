@@ -77,7 +77,7 @@ def test_cancelled_stream_stops_and_the_next_request_is_served(client, world_png
 
 
 def test_dropped_connection_stops_the_stream(app_url, world_png, slow_endless):
-    body = json.dumps({"data": [None, world_png[1], "embedded", "none", 4, 0.0, 1.0, 0, LONG, 0.75, "chain", 4, 16]})
+    body = json.dumps({"data": [None, world_png[1], "embedded", "none", 4, 0.0, 1.0, 0, LONG, 0.75, "chain", 4, 16, 0]})
     with httpx.Client(base_url=app_url, timeout=120) as http:
         event_id = http.post("gradio_api/call/generate", content=body,
                              headers={"content-type": "application/json"}).json()["event_id"]
@@ -98,7 +98,7 @@ def test_corrupt_drafter_is_a_message_in_the_race_and_the_app_keeps_serving(clie
         weights.write_bytes(weights.read_bytes()[:1000])  # cut off mid-file
     monkeypatch.setitem(registry.DRAFTERS, "text", DrafterSource("text", str(broken)))
     registry._load_drafter.cache_clear()
-    board, verdict, summary = client.predict(handle_file(world_png[0]), world_png[1], ["text"], 4, 8, api_name="/race")
+    board, verdict, summary, *_ = client.predict(handle_file(world_png[0]), world_png[1], ["text"], 4, 8, api_name="/race")
     assert "cannot load the &#x27;text&#x27; drafter" in board
     assert [row[0] for row in summary["data"]] == ["AR"] and verdict.startswith("Only AR ran")
     monkeypatch.undo()

@@ -18,6 +18,8 @@ from ui.examples import TASK_PROMPTS, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.race import Lane, race
 from ui.render import LEGEND, tokens_html
+from ui.replay import PACES, events_of, views_of
+from ui.replay import build as build_replay
 from ui.zerogpu import gpu
 
 TITLE = "Drafter race"
@@ -87,9 +89,14 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
             ar_tps = RunStats.of(lanes[0].rounds, lanes[0].seconds).tokens_per_second
             progress((sum(lane.done for lane in lanes), len(lanes)), desc="racing", unit="lanes finished")
             board = LEGEND + "<div class='lanes'>" + "".join(_lane_html(x, decode, ar_tps) for x in lanes) + "</div>"
-            yield board, "", _summary(lanes)
+            yield board, "", _summary(lanes), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         AR_REFERENCE.record(lanes[0].seconds, len(lanes[0].token_ids))
-        yield board, _verdict(lanes), _summary(lanes)
+        ran = [lane for lane in lanes if not lane.error]
+        events = {lane.name: events_of(lane.rounds, decode) for lane in ran}
+        views = {lane.name: views_of(lane.rounds, decode) for lane in ran}
+        yield (board, _verdict(lanes), _summary(lanes), events, views,
+               gr.Dropdown(choices=[lane.name for lane in ran], value=ran[-1].name),
+               gr.Slider(maximum=max(len(ran[-1].rounds) - 1, 1), value=0))
 
 
 def build() -> None:
@@ -112,5 +119,9 @@ def build() -> None:
             board = gr.HTML(label="Lanes", elem_id="race-board")
             verdict = gr.Markdown(elem_id="race-verdict")
             summary = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, label="Summary")
-    run.click(run_race, [image, prompt, drafters, gamma, max_new], [board, verdict, summary],
+            pace = gr.Radio(PACES, value=0, label="Replay pace per round", elem_id="race-pace")
+            events, views = gr.JSON(visible=False), gr.JSON(visible=False)
+            replay = build_replay("race", events, views, pace, lanes=True)
+    run.click(run_race, [image, prompt, drafters, gamma, max_new],
+              [board, verdict, summary, events, views, replay.lane, replay.slider],
               api_name="race", concurrency_id="decode", show_progress_on=[summary])

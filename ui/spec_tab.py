@@ -1,5 +1,6 @@
 """Tab "Speculative decoding": one image and prompt through the target with the chosen drafter, streamed round
-by round as coloured tokens, live statistics, a per-round chart and a round log."""
+by round (at a chosen pace) as coloured tokens, live statistics, a per-round chart and a round log; then a replay
+of its rounds with each round's draft (and draft tree), and the rounds as JSON events."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from ui.charts import figure
 from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.render import LABELS, tokens_html
+from ui.replay import PACES, events_of, views_of
+from ui.replay import build as build_replay
 from ui.stats import cards_html
 from ui.zerogpu import gpu
 
@@ -37,7 +40,7 @@ def _log_row(r, decode) -> list:
 
 @gpu
 def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p, seed, max_new_tokens,
-             keep_ratio=0.75, drafting="chain", tree_top_k=4, tree_total=16, progress=gr.Progress()):
+             keep_ratio=0.75, drafting="chain", tree_top_k=4, tree_total=16, pace=0, progress=gr.Progress()):
     with user_errors():
         prompt = check_prompt(prompt)
         sampling = inputs.sampling(temperature, top_p)
@@ -50,14 +53,14 @@ def generate(image, prompt, model_name, drafter_name, gamma, temperature, top_p,
                                                  max_new_tokens=max_new_tokens, seed=seed)
         DECODING.add(id(session))
         try:
-            yield from _rounds(session, target, drafter, max_new_tokens, progress)
+            yield from _rounds(session, target, drafter, max_new_tokens, whole(pace or 0, "pace"), progress)
         finally:
             session.close()  # frees the KV caches now, not whenever the garbage collector gets to them
             DECODING.discard(id(session))
 
 
-def _rounds(session, target, drafter, max_new_tokens, progress):
-    """The tab's outputs after each round of the `session`, then the final chart."""
+def _rounds(session, target, drafter, max_new_tokens, pace_ms, progress):
+    """The tab's outputs after each round of the `session` (`pace_ms` apart), then the chart and the replay."""
     decode = lambda t: target.tokenizer.decode([t])  # noqa: E731  (special tokens stay visible)
     rounds, log, seconds, first, plotted = [], [], 0.0, None, time.perf_counter()
     while True:
@@ -81,8 +84,13 @@ def _rounds(session, target, drafter, max_new_tokens, progress):
         if time.perf_counter() - plotted > PLOT_EVERY_S:
             plot, plotted = figure(rounds, stats), time.perf_counter()
         yield (tokens_html(rounds, decode), cards_html(stats, ar, note), plot, log,
-               target.tokenizer.decode([t for x in rounds for t in x.emitted], skip_special_tokens=True).strip())
-    yield gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip()
+               target.tokenizer.decode([t for x in rounds for t in x.emitted], skip_special_tokens=True).strip(),
+               gr.skip(), gr.skip(), gr.skip())
+        if pace_ms:
+            time.sleep(pace_ms / 1000)
+    last = len(rounds) - 1
+    yield (gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip(), events_of(rounds, decode),
+           views_of(rounds, decode), gr.Slider(maximum=max(last, 1), value=last))
     if drafter is None:
         AR_REFERENCE.record(seconds, stats.tokens)
 
@@ -115,14 +123,19 @@ def build() -> None:
                 tree_top_k = gr.Slider(1, 8, value=4, step=1, label="Tree: nodes expanded per level (top-k)")
                 tree_total = gr.Slider(1, 64, value=16, step=1, label="Tree: total draft tokens")
         with gr.Column(scale=3):
+            pace = gr.Radio(PACES, value=0, label="Pace per round (live, and when the replay plays)",
+                            elem_id="spec-pace")
             tokens = gr.HTML(tokens_html([], str), label="Tokens", elem_id="spec-tokens")
             stats = gr.HTML(elem_id="spec-stats")
+            events = gr.JSON(visible=False)
+            views = gr.JSON(visible=False)
+            replay = build_replay("spec", events, views, pace)
             plot = gr.Plot(label="Rounds", elem_id="spec-plot")
             text = gr.Textbox(label="Output text", interactive=False, buttons=["copy"], elem_id="spec-output")
             with gr.Accordion("Round log", open=False):
                 log = gr.Dataframe(headers=LOG_HEADERS, interactive=False, wrap=True)
     preset.change(lambda task: TASK_PROMPTS[task], preset, prompt, queue=False, api_visibility="private")
     run.click(generate, [image, prompt, model, drafter, gamma, temperature, top_p, seed, max_new, keep, drafting,
-                         tree_top_k, tree_total],
-              [tokens, stats, plot, log, text], api_name="generate", concurrency_id="decode",
-              show_progress_on=[text])  # an overlay on the tokens would hide them while they stream
+                         tree_top_k, tree_total, pace],
+              [tokens, stats, plot, log, text, events, views, replay.slider], api_name="generate",
+              concurrency_id="decode", show_progress_on=[text])  # an overlay on the tokens would hide them while they stream

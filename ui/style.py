@@ -27,4 +27,14 @@ CSS = "\n".join(
 .lane-stats { font-size: 0.85em; opacity: 0.8; margin-top: 6px; padding-top: 4px;
               border-top: 1px solid var(--border-color-primary); }
 .lane-error { color: #dc2626; }
+.replay-head { margin: 4px 0 6px; }
+.replay-draft { display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 8px; }
+.draft-tok { display: inline-flex; flex-direction: column; align-items: center; padding: 2px 6px; border-radius: 6px;
+             border: 2px solid; font-family: monospace; }
+.draft-tok.accepted { border-color: #16a34a; background: #16a34a1a; }
+.draft-tok.rejected { border-color: #dc2626; background: #dc26261a; }
+.draft-tok.not-reached { border-color: #9ca3af; border-style: dashed; opacity: 0.7; }
+.draft-text { white-space: pre; }
+.draft-probs { font-size: 0.75em; opacity: 0.8; }
+.draft-none, .replay-empty { opacity: 0.7; }
 """
