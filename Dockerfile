@@ -1,7 +1,7 @@
 # Speculum on CPU: the embedded default models, served on port 7860 (Hugging Face Spaces' Docker port).
 #   docker build -t speculum . && docker run -p 7860:7860 speculum
 FROM python:3.11-slim
-ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 GRADIO_SERVER_NAME=0.0.0.0 PORT=7860 HF_HUB_OFFLINE=1 \
+ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 GRADIO_SERVER_NAME=0.0.0.0 GRADIO_SERVER_PORT=7860 HF_HUB_OFFLINE=1 \
     GRADIO_ANALYTICS_ENABLED=False
 WORKDIR /app
 # CPU torch first, so nothing below pulls a CUDA build.

@@ -1,11 +1,9 @@
 """Speculum: start the Gradio app (ui/) on the embedded default models.
 
-    python app.py            # http://127.0.0.1:7860 (GRADIO_SERVER_NAME / PORT override host and port)
+    python app.py            # http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT override host and port)
 """
-
-import os
 
 from ui.app import launch
 
 if __name__ == "__main__":
-    launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=int(os.environ.get("PORT", 7860)))
+    launch()  # Gradio reads GRADIO_SERVER_NAME and GRADIO_SERVER_PORT itself

@@ -1,14 +1,18 @@
 """UI latency benchmark on the embedded default (the app launched in-process, warmed up as `python app.py` does):
-  spec   time from clicking Generate to the first coloured token on screen, plus the same through the API
-  reap   time from releasing the REAP tab's ratio slider to the updated heatmap and quality table, from cached
-         scores (scored once first, into a fresh cache), over several ratios; plus the same through the API
+  spec       time from clicking Generate to the first coloured token on screen, plus the same through the API
+  reap       time from releasing the REAP tab's ratio slider to the updated heatmap and quality table, from cached
+             scores (scored once first, into a fresh cache), over several ratios; plus the same through the API
+  replay     after a run, time from a replay step (the "◀ step" button) to the updated round view, and to its
+             draft figure; DREAM tree drafting, so the figure is a tree
+  inspector  time from picking a layer and expert to the expert inspector's numbers and tokens
 
     OMP_NUM_THREADS=1 python scripts/bench_ui.py --runs 5 > runs/bench_ui.json
-    python scripts/bench_ui.py --parts reap
+    python scripts/bench_ui.py --parts replay,inspector
 
 Browser figures need Playwright for Python and Debian's chromium (see tests/test_browser.py); without them only
-the API figures are reported. Prints one JSON object. Goals: first token < 1.5 s after the click; heatmap and
-quality < 2 s after the slider's release.
+the API figures are reported. Prints one JSON object; screenshots of the replay, the tree and the inspector go to
+test-artifacts/. Goals: first token < 1.5 s after the click; heatmap and quality < 2 s after the slider's release;
+replay step < 150 ms; expert inspector < 500 ms.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ from ui.app import launch  # noqa: E402
 
 GOAL_S = 1.5
 REAP_GOAL_S = 2.0
+REPLAY_GOAL_S = 0.15
+INSPECTOR_GOAL_S = 0.5
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+INSPECT_CELLS = ((2, 14), (1, 3), (0, 0), (3, 5), (2, 7))
 REAP_MODEL = "embedded"  # core/reap/lab.py's name for the embedded MoE
 # Multiples of 1/16 (the embedded MoE's expert count), none of them the tab's default 0.5 used for the warm-up.
 REAP_RATIOS = (0.125, 0.25, 0.375, 0.625, 0.75)
@@ -101,6 +109,51 @@ RELEASE_AND_WATCH = """async ([ratio, experts, layers]) => {
     requestAnimationFrame(tick);
   });
   return {heatmap_and_quality_s: first, done_s: (performance.now() - t0) / 1000};
+}"""
+
+
+# Clicks the replay's step-back button, then checks every animation frame for the round view and the draft figure
+# to show the new round.
+STEP_AND_WATCH = """async () => {
+  const head = () => document.querySelector('#spec-replay-view .replay-head').textContent;
+  const title = () => { const p = document.querySelector('#spec-tree .js-plotly-plot');
+                        return p && p.layout && p.layout.title ? p.layout.title.text : ''; };
+  const round = Number(head().match(/^Round (\\d+)/)[1]) - 1;
+  const t0 = performance.now();
+  document.querySelector('#spec-replay-prev').click();
+  let view = null;
+  await new Promise(resolve => {
+    const tick = () => {
+      const now = (performance.now() - t0) / 1000;
+      if (view === null && head().startsWith(`Round ${round} `)) view = now;
+      if ((view !== null && title().startsWith(`round ${round}:`)) || now > 10) resolve(); else requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+  return {view_s: view, figure_s: (performance.now() - t0) / 1000};
+}"""
+# Types a layer and an expert into the inspector's inputs (what a click on the heatmap does), then checks every
+# animation frame for the inspector to show that expert.
+INSPECT_AND_WATCH = """async ([layer, expert]) => {
+  const put = (id, value) => {
+    const input = document.querySelector(`#${id} input`);
+    Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(input, value);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    input.dispatchEvent(new Event('blur', {bubbles: true}));
+  };
+  const t0 = performance.now();
+  put('reap-inspect-layer', layer);
+  put('reap-inspect-expert', expert);
+  const label = `Layer ${layer}, expert ${expert}`;
+  await new Promise(resolve => {
+    const tick = () => {
+      const head = document.querySelector('#reap-inspector-view .inspect-head');
+      if ((head && head.textContent.includes(label)) || performance.now() - t0 > 10000) resolve();
+      else requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+  return (performance.now() - t0) / 1000;
 }"""
 
 
@@ -216,10 +269,51 @@ def bench_reap(url: str) -> dict:
             "browser_reap_first_visit": browser, "api_ean": api, "core_frequency_first_visit": core}
 
 
+def bench_replay(url: str, image: Path, prompt: str, steps: int) -> dict:
+    if reason := browser_unavailable():
+        return {"skipped": reason}
+    ARTIFACTS.mkdir(exist_ok=True)
+    with browser_page() as page:
+        page.goto(url)
+        page.locator("#spec-image input[type=file]").set_input_files(str(image))
+        page.locator("#spec-image img").first.wait_for()
+        page.locator("#spec-prompt textarea").fill(prompt)
+        page.get_by_label("Drafter").click()
+        page.get_by_role("option", name="dream", exact=False).first.click()
+        page.get_by_text("DREAM settings").click()
+        page.get_by_role("radio", name="tree").check()
+        page.get_by_role("button", name="Generate").click()
+        page.locator("#spec-replay-view .replay-head").wait_for(timeout=120_000)
+        rounds = int(page.locator("#spec-replay-round input[type=range]").get_attribute("max")) + 1
+        results = [page.evaluate(STEP_AND_WATCH) for _ in range(min(steps, rounds - 1))]
+        page.locator("#spec-replay").first.screenshot(path=str(ARTIFACTS / "bench-replay.png"))
+        page.locator("#spec-tree").first.screenshot(path=str(ARTIFACTS / "bench-tree.png"))
+    worst = max((r["view_s"] for r in results if r["view_s"] is not None), default=None)
+    return {"drafter": "dream:tree=4x16", "rounds": rounds, "goal_s": REPLAY_GOAL_S,
+            "goal_met": worst is not None and worst < REPLAY_GOAL_S,
+            **{key: _summary([r[key] for r in results]) for key in ("view_s", "figure_s")}}
+
+
+def bench_inspector(url: str) -> dict:
+    if reason := browser_unavailable():
+        return {"skipped": reason}
+    ARTIFACTS.mkdir(exist_ok=True)
+    with browser_page() as page:
+        page.goto(url)
+        page.get_by_role("tab", name="REAP pruning").click()
+        page.get_by_role("button", name="Score & prune").click()
+        page.locator("#reap-inspector-view .inspect-head").wait_for(timeout=600_000)  # scored, then inspected
+        times = [page.evaluate(INSPECT_AND_WATCH, list(cell)) for cell in INSPECT_CELLS]
+        page.locator("#reap-inspector").first.screenshot(path=str(ARTIFACTS / "bench-inspector.png"))
+    return {"cells": [list(c) for c in INSPECT_CELLS], "goal_s": INSPECTOR_GOAL_S,
+            "goal_met": max(times) < INSPECTOR_GOAL_S, "inspect_s": _summary(times)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--parts", default="spec,reap", help="comma-separated: spec, reap")
+    parser.add_argument("--parts", default="spec,reap,replay,inspector",
+                        help="comma-separated: spec, reap, replay, inspector")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     # A fresh score cache, so the REAP figures start from scores computed in this run, not an older model's.
@@ -244,6 +338,10 @@ def main() -> None:
                        "browser": browser, "api": api}
         if "reap" in parts:
             result["reap"] = bench_reap(url)
+        if "replay" in parts:
+            result["replay"] = bench_replay(url, image, sample.prompt, steps=12)
+        if "inspector" in parts:
+            result["inspector"] = bench_inspector(url)
     finally:
         with contextlib.redirect_stdout(sys.stderr):  # Gradio announces the close on stdout; stdout is the JSON
             demo.close()

@@ -1,6 +1,8 @@
 """The app in a real Chromium (Debian's `chromium`, driven by Playwright for Python): upload an image, Generate,
-see coloured tokens and filled stats; run the drafter race; on the REAP tab, score, release the ratio slider at a new
-position with the mouse and see the heatmap's crossed-out experts change. Screenshots go to test-artifacts/.
+see exactly the tokens and τ the engine produced; step the replay back and see each round's draft as the API
+reports it; draw a DREAM tree round with one node per drafted token; run the drafter race; on the REAP tab, score,
+release the ratio slider at a new position with the mouse and see the heatmap's crossed-out experts change, and
+click an expert to inspect it. Screenshots go to test-artifacts/.
 
     apt-get install -y chromium && pip install playwright     # no `playwright install`: the system browser is used
     python -m pytest -q tests/test_browser.py
@@ -12,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from gradio_client import handle_file
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)")
 CHROMIUM = "/usr/bin/chromium"
@@ -47,21 +50,83 @@ def page(app_url):
         browser.close()
 
 
-def test_generate_shows_coloured_tokens_and_stats(page, world_png):
-    path, _ = world_png
+GENERATE = ("embedded", "massv", 4, 0.0, 1.0, 0, 64)  # the tab's defaults: model, drafter, γ, T, top-p, seed, tokens
+
+
+def _events(client, path, prompt, drafter="massv", drafting="chain") -> list[dict]:
+    """The round events /generate returns for the request the page makes (greedy, so the same rounds)."""
+    args = (handle_file(str(path)), prompt, "embedded", drafter, 4, 0.0, 1.0, 0, 64, 0.75, drafting, 4, 16, 0)
+    return client.predict(*args, api_name="/generate")[5]
+
+
+def _kinds(events: list[dict]) -> list[str]:
+    """The token view's classes, token by token: a chain's accepted drafts, its rejected one, then the target's."""
+    kinds = []
+    for e in events:
+        chain = [d for d in e["drafted"] if d["status"] != "not reached"] if not e["tree"] else \
+            [d for d in e["drafted"] if d["status"] == "accepted"] + [d for d in e["drafted"] if d["status"] == "rejected"][:1]
+        kinds += [d["status"] for d in chain][: len(e["emitted"]) + 1]
+        kinds += [e["kind"]] * (len(e["emitted"]) - e["accepted"])
+    return kinds
+
+
+def _generated(page, path, prompt):
     page.locator("#spec-image input[type=file]").set_input_files(str(path))
     page.locator("#spec-image img").first.wait_for(timeout=15_000)
+    page.locator("#spec-prompt textarea").fill(prompt)
     page.get_by_role("button", name="Generate").click()
-    page.locator("#spec-tokens .spec-text .tok").first.wait_for(timeout=30_000)
-    page.locator("#spec-stats .stat-value").first.wait_for(timeout=30_000)
-    page.locator("#spec-plot .js-plotly-plot").first.wait_for(timeout=30_000)
-    page.locator("#spec-output .wrap.hide").wait_for(state="attached", timeout=60_000)  # the progress is done
+    page.locator("#spec-replay-view .replay-head").wait_for(timeout=120_000)  # the run's last output: the replay
+
+
+def test_generate_shows_the_engines_tokens_and_tau(page, client, world_png):
+    path, prompt = world_png
+    events = _events(client, path, prompt)
+    _generated(page, path, prompt)
     page.screenshot(path=str(ARTIFACTS / "generate.png"), full_page=True)
     kinds = page.locator("#spec-tokens .spec-text .tok").evaluate_all("els => els.map(e => e.classList[1])")
-    assert kinds and set(kinds) <= {"prefill", "plain", "accepted", "rejected", "correction", "bonus"}
-    assert float(page.locator("#spec-stats .stat-value").first.inner_text()) >= 1.0  # τ
+    assert kinds == _kinds(events)
+    tau = sum(len(e["emitted"]) for e in events) / len(events)
+    assert page.locator("#spec-stats .stat-value").first.inner_text() == f"{tau:.2f}"
     hover = page.locator("#spec-tokens .spec-text .tok").first.get_attribute("title")
     assert hover.startswith("round 0")
+
+
+DRAFT = "() => [...document.querySelectorAll('#spec-replay-view .draft-tok')].map(e => [e.classList[1], e.querySelector('.draft-text').textContent])"
+
+
+def test_replay_shows_each_rounds_draft_as_the_api_reports_it(page, client, world_png):
+    path, prompt = world_png
+    events = _events(client, path, prompt)
+    last = len(events) - 1
+    assert page.locator("#spec-replay-round input[type=range]").get_attribute("max") == str(last)
+    for k in range(last, max(last - 4, -1), -1):  # the last rounds, stepping back one at a time
+        page.locator("#spec-replay-view .replay-head").get_by_text(f"Round {k} of {last}").wait_for(timeout=10_000)
+        assert page.evaluate(DRAFT) == [[d["status"].replace(" ", "-"), d["text"]] for d in events[k]["drafted"]]
+        shown = page.locator("#spec-replay-view .replay-emitted").inner_text()
+        assert shown == "".join(e["text"] for e in events[k]["emitted"]).strip()
+        page.locator("#spec-replay-prev").click()
+    page.locator("#spec-replay").first.screenshot(path=str(ARTIFACTS / "replay.png"))
+
+
+NODES = "() => { const p = document.querySelector('#spec-tree .js-plotly-plot'); const t = p && p.data.find(t => t.name === 'drafted'); return t ? [t.x.length, p.layout.title.text] : null; }"
+
+
+def test_a_tree_round_draws_one_node_per_drafted_token(page, client, world_png):
+    path, prompt = world_png
+    events = _events(client, path, prompt, "dream", "tree")
+    page.get_by_label("Drafter").click()
+    page.get_by_role("option", name="dream", exact=False).first.click()
+    page.get_by_text("DREAM settings").click()
+    page.get_by_role("radio", name="tree").check()
+    _generated(page, path, prompt)
+    tree_round = max(range(len(events)), key=lambda k: len(events[k]["drafted"]) if events[k]["tree"] else -1)
+    assert events[tree_round]["tree"]
+    for _ in range(len(events) - 1 - tree_round):
+        page.locator("#spec-replay-prev").click()
+    title = f"round {tree_round}: the drafted tree ({len(events[tree_round]['drafted'])} tokens)"
+    page.wait_for_function(f"() => {{ const n = ({NODES})(); return n && n[1] === {title!r}; }}", timeout=20_000)
+    assert page.evaluate(NODES)[0] == len(events[tree_round]["drafted"])
+    page.locator("#spec-tree").first.screenshot(path=str(ARTIFACTS / "tree.png"))
 
 
 def test_race_shows_lanes_and_verdict(page, world_png):
@@ -96,3 +161,32 @@ def test_slider_release_updates_the_heatmap(page):
     assert "math" in page.locator("#reap-quality").inner_text()
     page.wait_for_function(CURVE_AT, arg=ratio, timeout=120_000)  # the event's last output: all of it is drawn
     page.screenshot(path=str(ARTIFACTS / "reap.png"), full_page=True)
+
+
+CELL = """([layer, expert]) => { const p = document.querySelector('#reap-heatmap .js-plotly-plot');
+  const x = p._fullLayout.xaxis, y = p._fullLayout.yaxis; return [x._offset + x.l2p(expert), y._offset + y.l2p(layer)]; }"""
+
+
+def test_clicking_an_expert_shows_its_numbers(page):
+    from core.reap.lab import lab_for
+
+    page.get_by_role("tab", name="REAP pruning").click()
+    if page.evaluate(MARKS) is None:  # run alone: score first
+        page.get_by_role("button", name="Score & prune").click()
+        page.wait_for_function(CURVE_AT, arg=0.5, timeout=FIRST_SCORING_MS)
+    ratio = float(page.locator("#reap-ratio input[type=range]").input_value())
+    for layer, expert in ((2, 14), (1, 3)):
+        expected = lab_for("embedded").inspect("mixed", "reap", ratio, layer, expert)
+        x, y = page.evaluate(CELL, [layer, expert])
+        box = page.locator("#reap-heatmap .js-plotly-plot").bounding_box()
+        page.mouse.click(box["x"] + x, box["y"] + y)
+        head = page.locator("#reap-inspector-view .inspect-head")
+        head.get_by_text(f"Layer {layer}, expert {expert}").wait_for(timeout=20_000)
+        assert expected.fate in head.inner_text()
+        values = page.locator("#reap-inspector-view .stat-value").all_inner_texts()
+        assert values == [f"{expected.saliency:.4g}", f"{expected.reap:.4g}", f"{expected.frequency:.1%}",
+                          f"{expected.mean_gate:.3f}", f"{expected.max_activation:.4g}"]
+        text = page.locator("#reap-inspector-tokens").first.inner_text()
+        rows = [c for c in text.split("occurrences in context", 1)[1].split("\n") if c.strip()]
+        assert rows[1::3] == [str(t["count"]) for t in expected.top_tokens]  # token, count, contexts per row
+    page.locator("#reap-inspector").first.screenshot(path=str(ARTIFACTS / "reap-inspector.png"))

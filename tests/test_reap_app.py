@@ -59,7 +59,8 @@ def test_slider_endpoint_shows_heatmaps_and_quality_for_several_ratios(client):
         assert len(marks[ratio]) == 4 * int(16 * ratio)
         rows = {row[0]: row for row in out["quality"]["data"]}
         assert sorted(rows) == sorted(data.DOMAINS)
-        assert [rows["math"][1], rows["math"][2]] == [view.baseline["math"]["ppl"], view.quality["math"]["ppl"]]
+        ppl = [view.baseline["math"]["ppl"], view.quality["math"]["ppl"]]
+        assert [rows["math"][1], rows["math"][2]] == [f"{x:.3g}" for x in ppl]  # 3 significant figures
         assert f"ratio {ratio:.1%}: {int(16 * ratio)} of 16 experts per layer removed" in out["summary"]
         curve = _figure(out["curve"])
         assert {s["x0"] for s in curve["layout"]["shapes"]} == {ratio}  # the current ratio is marked
@@ -88,3 +89,17 @@ def test_download_is_a_zip_of_a_loadable_checkpoint(client, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.config.num_experts == 4
     assert (folder / "recipe.yaml").is_file() and (folder / "tokenizer.json").is_file()
+
+
+def test_inspector_endpoint_and_quality_counts(client):
+    view_html, rows = client.predict("embedded", "mixed", "reap", 0.5, "layer", 0, 2, 14, api_name="/reap_inspect")
+    e = lab_for("embedded").inspect("mixed", "reap", 0.5, 2, 14)
+    assert "Layer 2, expert 14" in view_html and e.fate in view_html and f"{e.saliency:.4g}" in view_html
+    assert [row[1] for row in rows["data"]] == [t["count"] for t in e.top_tokens]
+    out = _reap(client, 0.5)
+    view = lab_for("embedded").view("mixed", "reap", 0.5)
+    n = view.quality_items
+    for row in out["quality"]["data"]:
+        base, pruned = view.baseline[row[0]], view.quality[row[0]]
+        assert row[1:3] == [f"{base['ppl']:.3g}", f"{pruned['ppl']:.3g}"]
+        assert row[4:] == [f"{round(base['acc'] * n)} / {n}", f"{round(pruned['acc'] * n)} / {n}"]

@@ -132,3 +132,47 @@ def test_export_is_a_zip_that_transformers_loads(lab, tmp_path):
     assert model.config.num_experts == 8 and model.dtype == torch.bfloat16
     recipe = yaml.safe_load((folder / "recipe.yaml").read_text())
     assert recipe["method"] == "m-smoe" and recipe["calibration"] == "math" and len(recipe["merged_groups"]) == 4
+
+
+def test_inspecting_an_expert(lab):
+    scored = lab.scores("math")
+    frequency = scored.result["routing"]["frequency"][2]
+    j = max(range(16), key=lambda k: frequency[k])  # an expert math tokens do reach
+    e = lab.inspect("math", "reap", 0.5, 2, j)
+    assert (e.layer, e.expert, e.saliency_method) == (2, j, "reap")
+    assert e.saliency == e.reap == scored.result["scores"]["reap"][2][j]
+    assert e.frequency == frequency[j]
+    assert e.max_activation == scored.result["routing"]["max_activation"][2][j]
+    assert e.domain_share == {"math": 1.0}  # a single-domain calibration
+    # The counts are the router's own choices on the calibration windows, most frequent first.
+    routed = {}
+    with torch.no_grad():
+        captured = []
+        handle = lab.model.model.layers[2].mlp.gate.register_forward_hook(lambda m, i, o: captured.append(o[2]))
+        lab.model(input_ids=scored.windows)
+        handle.remove()
+    hits = (captured[0] == j).any(-1)
+    for token in scored.windows.reshape(-1)[hits].tolist():
+        routed[token] = routed.get(token, 0) + 1
+    best = sorted(routed.values(), reverse=True)[: len(e.top_tokens)]
+    assert [t["count"] for t in e.top_tokens] == best and all("«" in c for t in e.top_tokens for c in t["contexts"])
+    view = lab.view("math", "reap", 0.5)
+    assert e.fate == ("kept" if j in view.kept[2] else "removed")
+    merged = lab.view("math", "m-smoe", 0.5)
+    away = next(j for j in range(16) if j in merged.merged_into[2])
+    assert lab.inspect("math", "m-smoe", 0.5, 2, away).fate == f"merged into expert {merged.merged_into[2][away]}"
+    into = merged.merged_into[2][away]
+    assert lab.inspect("math", "m-smoe", 0.5, 2, into).fate.startswith("kept, and experts")
+
+
+def test_inspect_shares_follow_the_mixture(lab):
+    e = lab.inspect("code:0.5,math:0.5", "reap", 0.25, 0, 0)
+    assert set(e.domain_share) == {"code", "math"} and abs(sum(e.domain_share.values()) - 1) < 1e-3
+
+
+@pytest.mark.parametrize("layer, expert, message", [(4, 0, r"layer must be a whole number in \[0, 4\)"),
+                                                    (0, 16, r"expert must be a whole number in \[0, 16\)"),
+                                                    (-1, 0, "layer must be"), (0, 1.5, "expert must be")])
+def test_inspecting_outside_the_model_is_a_clear_error(lab, layer, expert, message):
+    with pytest.raises(ValueError, match=message):
+        lab.inspect("math", "reap", 0.5, layer, expert)

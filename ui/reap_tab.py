@@ -9,6 +9,7 @@ curve, subspace and samples.
 
 from __future__ import annotations
 
+import html
 import tempfile
 from pathlib import Path
 
@@ -16,11 +17,11 @@ import gradio as gr
 
 from core.models.presets import EMBEDDED, MOE_PRESETS
 from core.reap import data
-from core.reap.lab import ALL_METHODS, lab_for
+from core.reap.lab import ALL_METHODS, LabConfig, lab_for
 from core.reap.prune import Selection
-from core.reap.results import PruneView, Sample, model_info
+from core.reap.results import ExpertView, PruneView, Sample, model_info
 from ui import models
-from ui.inputs import user_errors
+from ui.inputs import user_errors, whole
 from ui.reap_charts import curve_figure, heatmaps, placeholder, subspace_figure
 
 TITLE = "REAP pruning"
@@ -39,6 +40,24 @@ SCOPE_LABELS = {"layer": "the same count in every layer", "global": "one ranking
 QUALITY_HEADERS = ["domain", "perplexity unpruned", "perplexity pruned", "Δ perplexity", "accuracy unpruned",
                    "accuracy pruned"]
 SAMPLE_HEADERS = ["domain", "prompt (its end)", "unpruned", "pruned"]
+TOKEN_HEADERS = ["token", "times routed here", "occurrences in context"]
+# A click on either heatmap picks that cell's layer and expert for the inspector (the inputs then fire `change`).
+CLICK_TO_INSPECT = """() => { setTimeout(() => {
+  const plot = document.querySelector('#reap-heatmap .js-plotly-plot');
+  if (!plot || plot.speculumClick) return;
+  plot.speculumClick = true;
+  const put = (id, value) => {
+    const input = document.querySelector(`#${id} input`);
+    Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(input, value);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+    input.dispatchEvent(new Event('blur', {bubbles: true}));
+  };
+  plot.on('plotly_click', event => {
+    const point = event.points[0];
+    put('reap-inspect-layer', point.y);
+    put('reap-inspect-expert', point.x);
+  });
+}, 200); }"""
 PROMPT_TAIL = 60
 EXPORT_DIR = Path(tempfile.gettempdir()) / "speculum-reap"  # Gradio serves files from the system temp dir
 INTRO = ("Scores are computed once per model and calibration set (seconds, with progress) and cached on disk; "
@@ -68,8 +87,33 @@ def _selection(scope, protect) -> Selection:
 
 
 def _quality_rows(view: PruneView) -> list[list]:
-    return [[d, base["ppl"], view.quality[d]["ppl"], f"{view.quality[d]['ppl'] / base['ppl'] - 1:+.1%}",
-             base["acc"], view.quality[d]["acc"]] for d, base in view.baseline.items()]
+    """Perplexity to 3 significant figures, accuracy as the count of items it is (5 / 12, not 0.4167)."""
+    n = view.quality_items
+    solved = lambda acc: f"{round(acc * n)} / {n}"  # noqa: E731
+    return [[d, f"{base['ppl']:.3g}", f"{view.quality[d]['ppl']:.3g}", f"{view.quality[d]['ppl'] / base['ppl'] - 1:+.1%}",
+             solved(base["acc"]), solved(view.quality[d]["acc"])] for d, base in view.baseline.items()]
+
+
+def _inspector_html(e: ExpertView) -> str:
+    shares = ", ".join(f"{part} {share:.0%}" for part, share in e.domain_share.items())
+    return (f"<div class='inspect-head'><b>Layer {e.layer}, expert {e.expert}</b> ({html.escape(e.layer_name)}): "
+            f"<span class='inspect-fate'>{html.escape(e.fate)}</span> by {html.escape(METHOD_LABELS[e.method])}</div>"
+            "<div class='stats'>" + "".join(
+                f"<div class='stat'><div class='stat-value'>{value}</div><div class='stat-label'>{label}</div></div>"
+                for label, value in ((f"saliency ({e.saliency_method})", f"{e.saliency:.4g}"),
+                                     ("REAP score", f"{e.reap:.4g}"), ("routing frequency", f"{e.frequency:.1%}"),
+                                     ("mean gate", f"{e.mean_gate:.3f}"), ("max activation", f"{e.max_activation:.4g}")))
+            + f"</div><div class='inspect-shares'>Its routed calibration tokens: {html.escape(shares)}</div>")
+
+
+def _visible(text: str) -> str:
+    """Whitespace tokens written out, so a newline or a space is seen, not a blank cell."""
+    return text.replace("\n", "⏎").replace("\t", "⇥") if text.strip() else repr(text)[1:-1].replace(" ", "␣")
+
+
+def _token_rows(e: ExpertView) -> list[list]:
+    return [[_visible(t["token"]), t["count"], "  ·  ".join(c.replace("\n", "⏎") for c in t["contexts"])]
+            for t in e.top_tokens]
 
 
 def _sample_rows(samples: list[Sample]) -> list[list]:
@@ -90,6 +134,14 @@ def explore(model, calibration, method, ratio, scope, protect, progress=gr.Progr
         subspace = subspace_figure(lab.subspace(calibration, method, ratio, selection))
         samples = lab.samples(calibration, method, ratio, selection)
         yield gr.skip(), gr.skip(), gr.skip(), curve, subspace, _sample_rows(samples)
+
+
+def inspect_expert(model, calibration, method, ratio, scope, protect, layer, expert):
+    with user_errors():
+        models.check_offered(model, MOE_PRESETS, "MoE model")
+        e = lab_for(model).inspect(calibration, method, ratio, whole(layer, "layer"), whole(expert, "expert"),
+                                   _selection(scope, protect))
+        return _inspector_html(e), _token_rows(e)
 
 
 def export(model, calibration, method, ratio, scope, protect, progress=gr.Progress()):
@@ -133,8 +185,21 @@ def build() -> None:
         with gr.Column(scale=3):
             heatmap = gr.Plot(placeholder("Score & prune, or release the slider: the experts appear here"),
                               label="Experts", elem_id="reap-heatmap")
-            quality = gr.Dataframe(headers=QUALITY_HEADERS, interactive=False, label="Quality at this ratio",
-                                   elem_id="reap-quality")
+            live = LabConfig().live_quality
+            quality = gr.Dataframe(headers=QUALITY_HEADERS, interactive=False, elem_id="reap-quality",
+                                   label=f"Quality at this ratio ({live.ppl_windows} held-out windows and "
+                                         f"{live.task_items} task items per domain)")
+            with gr.Group(elem_id="reap-inspector"):
+                info = model_info(EMBEDDED)
+                with gr.Row():
+                    layer = gr.Number(0, precision=0, minimum=0, label="Inspect: layer", elem_id="reap-inspect-layer")
+                    expert = gr.Number(0, precision=0, minimum=0, label="expert (or click the heatmap)",
+                                       elem_id="reap-inspect-expert")
+                inspector = gr.HTML(f"<div class='replay-empty'>Pick a layer (0-{info.layers - 1}) and an expert "
+                                    f"(0-{info.experts - 1}), or click one on the heatmap.</div>",
+                                    elem_id="reap-inspector-view")
+                routed = gr.Dataframe(headers=TOKEN_HEADERS, interactive=False, wrap=True, elem_id="reap-inspector-tokens",
+                                      label="Tokens routed to it most (in context, «token»)")
             curve = gr.Plot(label="Quality vs ratio, every method", elem_id="reap-curve")
     subspace = gr.Plot(label="Expert output subspace: original vs pruned vs merged", elem_id="reap-subspace")
     samples = gr.Dataframe(headers=SAMPLE_HEADERS, interactive=False, wrap=True, label="Greedy generation, before and after",
@@ -146,6 +211,10 @@ def build() -> None:
     settings = [model, calibration, method, ratio, scope, protect]
     gr.on([run.click, ratio.release, method.change, calibration.change, scope.change, protect.change], explore, settings,
           [summary, heatmap, quality, curve, subspace, samples], api_name="reap", concurrency_id="reap",
-          trigger_mode="always_last", show_progress_on=[heatmap])
-    model.change(resize_ratio, model, ratio, api_name=False)
+          trigger_mode="always_last", show_progress_on=[heatmap]
+          ).then(inspect_expert, [*settings, layer, expert], [inspector, routed], api_visibility="private")
+    gr.on([layer.change, expert.change], inspect_expert, [*settings, layer, expert], [inspector, routed],
+          api_name="reap_inspect", concurrency_id="reap", trigger_mode="always_last")
+    heatmap.change(None, js=CLICK_TO_INSPECT)
+    model.change(resize_ratio, model, ratio, api_visibility="private")
     build_zip.click(export, settings, checkpoint, api_name="reap_export", concurrency_id="reap")

@@ -63,6 +63,27 @@ def views_of(rounds: list[Round], decode: Callable[[int], str]) -> list[str]:
             for k, event in enumerate(events)]
 
 
+def _tidy_rows(parents: list[int]) -> list[float]:
+    """Vertical positions, root first: leaves one row apart in depth-first order, a parent level with the middle of
+    its children, so every branch stays together."""
+    children: dict[int, list[int]] = {}
+    for i, parent in enumerate(parents):
+        children.setdefault(parent, []).append(i)
+    y: dict[int, float] = {}
+    next_row = [0.0]
+
+    def place(node: int) -> float:
+        kids = children.get(node, [])
+        if not kids:
+            y[node], next_row[0] = -next_row[0], next_row[0] + 1
+        else:
+            y[node] = sum(place(k) for k in kids) / len(kids)
+        return y[node]
+
+    place(-1)
+    return [y[-1]] + [y[i] for i in range(len(parents))]
+
+
 def tree_figure(event: dict | None) -> go.Figure:
     """A round's draft: nodes = drafted tokens (x = depth, the newest committed token at 0), edges parent to child,
     colour by status, size by draft probability, the accepted path drawn thick."""
@@ -71,30 +92,28 @@ def tree_figure(event: dict | None) -> go.Figure:
                       xaxis={"visible": False}, yaxis={"visible": False})
     drafted = (event or {}).get("drafted", [])
     if not drafted:
-        fig.update_layout(title={"text": "no draft in this round", "font": {"size": 12}})
+        where = f"round {event['index']}: " if event else ""
+        fig.update_layout(title={"text": f"{where}no draft in this round", "font": {"size": 12}})
         return fig
     parents = [d.get("parent", i - 1) for i, d in enumerate(drafted)]
-    depth = [0] + [d for d in depths(parents)]
-    rows: dict[int, int] = {}
-    y = [0.0]
-    for i in range(len(drafted)):  # nodes of one depth stack downwards in draft order
-        rows[depth[i + 1]] = rows.get(depth[i + 1], -1) + 1
-        y.append(-float(rows[depth[i + 1]]))
+    depth = [0] + depths(parents)
+    y = _tidy_rows(parents)
     for i, parent in enumerate(parents):
         accepted = drafted[i]["status"] == "accepted"
         fig.add_trace(go.Scatter(x=[depth[parent + 1], depth[i + 1]], y=[y[parent + 1], y[i + 1]], mode="lines",
                                  line={"color": STATUS_COLOURS["accepted"] if accepted else "#d1d5db",
                                        "width": 4 if accepted else 1.5}, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=["▶"], textposition="middle left",
+    fig.add_trace(go.Scatter(x=[0], y=[y[0]], mode="markers+text", text=["▶"], textposition="middle left",
                              marker={"size": 10, "color": "#111827"}, hovertext=["the newest committed token"],
                              hoverinfo="text", name="root"))
     fig.add_trace(go.Scatter(
-        x=depth[1:], y=y[1:], mode="markers+text", text=[d["text"] for d in drafted], textposition="top center",
+        x=depth[1:], y=y[1:], mode="markers+text", text=[d["text"] for d in drafted], textposition="middle right",
         marker={"size": [10 + 26 * d["q"] for d in drafted], "color": [STATUS_COLOURS[d["status"]] for d in drafted],
                 "line": {"width": 1, "color": "#111827"}},
         customdata=[[d["q"], d["p"], d["status"]] for d in drafted], name="drafted",
         hovertemplate="%{text}<br>q %{customdata[0]:.3f} · p %{customdata[1]:.3f}<br>%{customdata[2]}<extra></extra>",
     ))
+    fig.update_xaxes(range=[-0.4, max(depth) + 0.9])  # room for the deepest tokens' labels
     kind = "tree" if event["tree"] else "chain"
     fig.update_layout(title={"text": f"round {event['index']}: the drafted {kind} ({len(drafted)} tokens)",
                              "font": {"size": 12}})

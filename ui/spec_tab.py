@@ -99,7 +99,7 @@ def build() -> None:
     with gr.Row():
         with gr.Column(scale=2):
             image = image_input(type="pil", label="Image", height=240, elem_id="spec-image", sources=["upload", "clipboard"])
-            prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4)
+            prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4, elem_id="spec-prompt")
             gr.Examples(world_examples(), [image, prompt], label="World samples (what the embedded models know)",
                         visible_columns=[0], examples_per_page=8)
             photos = photo_examples()

@@ -37,4 +37,7 @@ CSS = "\n".join(
 .draft-text { white-space: pre; }
 .draft-probs { font-size: 0.75em; opacity: 0.8; }
 .draft-none, .replay-empty { opacity: 0.7; }
+.inspect-head { margin: 4px 0 6px; }
+.inspect-fate { font-weight: 600; }
+.inspect-shares { font-size: 0.9em; margin-top: 6px; }
 """

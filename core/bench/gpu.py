@@ -73,6 +73,7 @@ class GpuBenchConfig:
     new_tokens: int = 96
     embedded_n: int = 12  # 0 skips the embedded models
     reap_tokens: int = 8192  # calibration tokens of the layer-at-a-time REAP part (0 skips it)
+    seed: int = 0  # the random weights: an unseeded pair can settle on ids only the target has, capping tau
 
 
 def _sync(device: torch.device) -> None:
@@ -234,6 +235,7 @@ def bench(cfg: GpuBenchConfig = GpuBenchConfig()) -> dict:
     t0 = time.time()
     tokenizer = AutoTokenizer.from_pretrained(EMBEDDED_PATHS["target"])  # any tokenizer: prompts are a few words
     target_size, drafter_size = PAIRS[cfg.sizes]
+    torch.manual_seed(cfg.seed)
     target = _target(target_size, tokenizer, device, dtype)
     drafter = _drafter(drafter_size, device, dtype)
     gbs = bandwidth_gbs(device)

@@ -219,3 +219,15 @@ def recipe_for(scores: dict, method: str, ratio: float, kept: list[list[int]], *
         "kept_experts": {name: keep for name, keep in zip(scores["layers"], kept)},
         **extra,
     }
+
+
+def save_zip(model, tokenizer, out_dir: str | Path, name: str, recipe: dict) -> Path:
+    """`save_reduced` as `out_dir/name.zip`; directory and zip are written under temporary names and renamed, so a
+    reader never sees half a file."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=out_dir) as tmp:
+        save_reduced(model, tokenizer, Path(tmp) / name, recipe)
+        archive = shutil.make_archive(str(Path(tmp) / name), "zip", root_dir=tmp, base_dir=name)
+        os.replace(archive, out_dir / f"{name}.zip")
+    return out_dir / f"{name}.zip"

@@ -174,16 +174,23 @@ def _part_windows(tokenizer, part: str, split: str, n: int, seq_len: int, seed: 
     return torch.stack([stream[s:s + seq_len] for s in starts.tolist()]) if n else torch.zeros(0, seq_len, dtype=torch.long)
 
 
-def windows(tokenizer, source: str, split: str, num_tokens: int, seq_len: int, seed: int = 0) -> torch.Tensor:
-    """[n, seq_len] token windows (n = num_tokens // seq_len) drawn from a calibration source (see `mixture`)."""
+def labelled_windows(tokenizer, source: str, split: str, num_tokens: int, seq_len: int,
+                     seed: int = 0) -> tuple[torch.Tensor, list[str]]:
+    """`windows`, and the part of the mixture (domain or file) each window was drawn from."""
     if num_tokens < seq_len:
         raise ValueError(f"--tokens ({num_tokens}) must be at least --seq-len ({seq_len})")
     counts = _counts(mixture(source), num_tokens // seq_len)
     parts = [_part_windows(tokenizer, part, split, k, seq_len, seed) for part, k in counts.items()]
+    labels = [part for part, k in counts.items() for _ in range(k)]
     if len(parts) == 1:
-        return parts[0]
-    mixed = torch.cat(parts)
-    return mixed[torch.randperm(len(mixed), generator=torch.Generator().manual_seed(seed))]
+        return parts[0], labels
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
+    return torch.cat(parts)[order], [labels[i] for i in order.tolist()]
+
+
+def windows(tokenizer, source: str, split: str, num_tokens: int, seq_len: int, seed: int = 0) -> torch.Tensor:
+    """[n, seq_len] token windows (n = num_tokens // seq_len) drawn from a calibration source (see `mixture`)."""
+    return labelled_windows(tokenizer, source, split, num_tokens, seq_len, seed)[0]
 
 
 if __name__ == "__main__":

@@ -1,17 +1,13 @@
-"""The REAP lab: everything the app's REAP tab shows for (model, calibration, method, ratio, selection), as
-dataclasses.
+"""The REAP lab: everything the app's REAP tab shows for (model, calibration, method, ratio, selection).
 
     python -m core.reap.lab --calib mixed --method reap --ratio 0.5 [--scope global] [--protect 4]   # view as JSON
 
-`Lab(model)` scores a calibration set once (core/reap/scores.py) and caches scores on disk under a key made of
-the model's weight files (core/reap/checkpoint.py `weights_fingerprint`), the calibration tokens and the scoring
-config, so a retrained model or changed data is rescored, never served stale scores. A ratio is then a view of the
-one loaded model, pruned through the router mask or merged in place for the computation (core/reap/view.py), and a
-quality evaluation on a small held-out set (`LabConfig.live_quality`), cached per (method, experts removed,
-selection): what keeps the app's ratio slider fast and its memory at one copy of the weights. Only `export`
-materialises a reduced copy. The quality-vs-ratio curve comes from assets/results/reap_bench.json when its
-unpruned perplexities reproduce on this model, otherwise from the live evaluation on a grid of ratios.
-The cache lives in $SPECULUM_CACHE/reap (default ~/.cache/speculum/reap).
+`Lab(model)` scores a calibration set once (core/reap/scores.py), cached on disk under the weight files'
+fingerprint, the calibration tokens and the scoring config (a retrained model or new data is rescored). A ratio is a
+view of the one loaded model, pruned through the router mask or merged in place (core/reap/view.py), plus a
+held-out quality evaluation cached per (method, experts removed, selection); only `export` materialises a reduced
+copy. The quality-vs-ratio curve is assets/results/reap_bench.json's when its unpruned perplexities reproduce on
+this model, else a live evaluation on a grid of ratios. Cache: $SPECULUM_CACHE/reap (default ~/.cache/speculum/reap).
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -39,11 +34,12 @@ from core.models.presets import moe_preset
 from core.reap import data
 from core.reap.adapters import num_groups
 from core.reap.bench import QUALITY as BENCH_QUALITY
-from core.reap.checkpoint import atomic_save, load_model, recipe_for, save_reduced, weights_fingerprint
+from core.reap.checkpoint import atomic_save, load_model, recipe_for, save_zip, weights_fingerprint
+from core.reap.inspect import domain_shares, expert_tokens, routing
 from core.reap.merge import MERGE_METHODS
 from core.reap.prune import SCOPES, Selection, experts_to_keep
-from core.reap.quality import QualityConfig, evaluate, perplexity, task_items
-from core.reap.results import Curve, CurvePoint, PruneView, Sample, Subspace, model_info
+from core.reap.quality import QualityConfig, continuations, evaluate, perplexity, task_items
+from core.reap.results import Curve, CurvePoint, ExpertView, PruneView, Sample, Subspace, model_info
 from core.reap.scores import METHODS, ScoreConfig, load_scores, save_scores, score
 from core.reap.subspace import mean_routed, subspace_view
 from core.reap.view import Reduction, reduce_in_place, reduced_view, reduction_for
@@ -83,6 +79,7 @@ class _Scored:
     result: dict
     cache: dict
     windows: torch.Tensor
+    labels: list[str]  # the calibration part (domain or file) of each window
     directory: Path
 
 
@@ -120,6 +117,7 @@ class Lab:
         self._bench: dict | None = None
         self._bench_checked = False
         self._unpruned_samples: list[str] | None = None
+        self._routing: dict[str, torch.Tensor] = {}  # per calibration: every token's experts (core/reap/inspect.py)
 
     def removed(self, ratio) -> int:
         """Experts removed per layer at `ratio`; ValueError for a ratio out of range or one leaving < top-k."""
@@ -144,7 +142,8 @@ class Lab:
                 self._check(calibration)
                 cfg = self.cfg.score
                 progress(0.0, f"tokenising the {calibration} calibration set")
-                windows = data.windows(self.tokenizer, calibration, "train", cfg.tokens, cfg.seq_len, cfg.seed)
+                windows, labels = data.labelled_windows(self.tokenizer, calibration, "train", cfg.tokens, cfg.seq_len,
+                                                        cfg.seed)
                 key = _digest(self.digest, windows.numpy().tobytes(), repr(cfg))[:24]
                 directory = self.cfg.cache_dir / key
                 if not (directory / "scores.json").is_file():
@@ -153,7 +152,7 @@ class Lab:
                     result = {"model": str(self.path), "calibration": calibration} | result
                     atomic_save(directory, lambda tmp: save_scores(tmp, result, cache))
                 result, cache = load_scores(directory)
-                self._scored[calibration] = _Scored(result, cache, windows, directory)
+                self._scored[calibration] = _Scored(result, cache, windows, labels, directory)
             return self._scored[calibration]
 
     def _reduction(self, calibration: str, method: str, removed: int, selection: Selection = Selection()) -> Reduction:
@@ -192,18 +191,44 @@ class Lab:
             reduction = self._reduction(calibration, method, removed, selection)
             quality, cached = self._quality(calibration, method, removed, selection)
             baseline, _ = self._quality(calibration, method, 0)
-        merged_into = [
-            {j: rep for group in layer for rep in set(group) & set(keep) for j in group if j != rep}
-            for layer, keep in zip(reduction.groups or [[] for _ in reduction.kept], reduction.kept)
-        ]
         saliency = SALIENCY_OF.get(method, method)
         return PruneView(
             model=self.name, calibration=calibration, method=method, ratio=removed / self.info.experts,
             experts=self.info.experts, removed=removed, top_k=self.info.top_k, scope=selection.scope,
             protected=reduction.protected, layers=scored.result["layers"],
             saliency_method=saliency, saliency=scored.result["scores"][saliency],
-            frequency=scored.result["routing"]["frequency"], kept=reduction.kept, merged_into=merged_into,
-            quality=quality, baseline=baseline, quality_cached=cached, seconds=time.perf_counter() - start,
+            frequency=scored.result["routing"]["frequency"], kept=reduction.kept, merged_into=reduction.merged_into(),
+            quality=quality, baseline=baseline, quality_items=self.cfg.live_quality.task_items,
+            quality_windows=self.cfg.live_quality.ppl_windows, quality_cached=cached,
+            seconds=time.perf_counter() - start,
+        )
+
+    def inspect(self, calibration: str, method: str, ratio: float, layer: int, expert: int,
+                selection: Selection = Selection()) -> ExpertView:
+        """One expert (core/reap/inspect.py): its scores, its routed tokens' domains and most frequent tokens,
+        and what `method` at `ratio` does with it."""
+        start = time.perf_counter()
+        with self._lock:
+            self._check(calibration, method)
+            for value, name, limit in ((layer, "layer", self.info.layers), (expert, "expert", self.info.experts)):
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+                    raise ValueError(f"{name} must be a whole number in [0, {limit}), got {value!r}")
+            removed = self.removed(ratio)
+            scored = self.scores(calibration)
+            reduction = self._reduction(calibration, method, removed, selection)
+            if calibration not in self._routing:
+                self._routing[calibration] = routing(self.model, scored.windows, self.cfg.score.batch)
+            indices = self._routing[calibration][layer]
+        result, saliency = scored.result, SALIENCY_OF.get(method, method)
+        stat = lambda key: result["routing"][key][layer][expert]  # noqa: E731
+        return ExpertView(
+            layer=layer, layer_name=result["layers"][layer], expert=expert, method=method, saliency_method=saliency,
+            saliency=result["scores"][saliency][layer][expert], reap=result["scores"]["reap"][layer][expert],
+            frequency=stat("frequency"), mean_gate=stat("mean_gate"), max_activation=stat("max_activation"),
+            domain_share=domain_shares(indices, expert, scored.labels, scored.windows.shape[1]),
+            top_tokens=expert_tokens(indices, scored.windows, self.tokenizer, expert),
+            fate=reduction.fate(layer, expert),
+            seconds=time.perf_counter() - start,
         )
 
     def _matching_bench(self) -> dict | None:
@@ -265,14 +290,6 @@ class Lab:
             view = subspace_view(means)
         return Subspace(removed / self.info.experts, pruned, merged, view["layers"], view["spread"])
 
-    @torch.no_grad()
-    def _continue(self, model, prompts: list[str]) -> list[str]:
-        self.tokenizer.padding_side = "left"
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
-        out = model.generate(**enc, max_new_tokens=self.cfg.sample_tokens, do_sample=False,
-                             pad_token_id=self.tokenizer.pad_token_id)
-        return self.tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-
     def samples(self, calibration: str, method: str, ratio: float, selection: Selection = Selection()) -> list[Sample]:
         """Greedy continuations of one held-out task prompt per domain, unpruned and reduced."""
         with self._lock:
@@ -281,18 +298,15 @@ class Lab:
             q = self.cfg.live_quality
             prompts = [task_items(d, q.task_items, q.seed)[0].prompt for d in data.DOMAINS]
             if self._unpruned_samples is None:
-                self._unpruned_samples = self._continue(self.model, prompts)
+                self._unpruned_samples = continuations(self.model, self.tokenizer, prompts, self.cfg.sample_tokens)
             with self._view(calibration, method, removed, selection):
-                after = self._continue(self.model, prompts)
+                after = continuations(self.model, self.tokenizer, prompts, self.cfg.sample_tokens)
         return [Sample(*row) for row in zip(data.DOMAINS, prompts, self._unpruned_samples, after)]
 
     def export(self, calibration: str, method: str, ratio: float, out_dir: str | Path,
                selection: Selection = Selection()) -> Path:
-        """The reduced model as a zip of its HF directory (stored dtype, tokenizer, recipe.yaml, card).
-
-        The one moment a reduced copy exists: loaded afresh in its stored dtype, reduced, written, dropped. Directory
-        and zip are both written under temporary names and renamed, so a reader never sees half a file.
-        """
+        """The reduced model as a zip of its HF directory (stored dtype, tokenizer, recipe.yaml, card): the one moment
+        a reduced copy exists (loaded afresh in its stored dtype, reduced, written, dropped)."""
         with self._lock:
             self._check(calibration, method)
             removed = self.removed(ratio)
@@ -305,13 +319,7 @@ class Lab:
                             protected_super_experts=selection.protect, **extra)
         counts = sorted({len(k) for k in reduction.kept})
         name = f"{self.path.name}-{method}{selection.key.replace('/', '-')}-{counts[-1]}experts-{_file_part(calibration)}"
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=out_dir) as tmp:
-            save_reduced(model, tokenizer, Path(tmp) / name, recipe)
-            archive = shutil.make_archive(str(Path(tmp) / name), "zip", root_dir=tmp, base_dir=name)
-            os.replace(archive, out_dir / f"{name}.zip")
-        return out_dir / f"{name}.zip"
+        return save_zip(model, tokenizer, out_dir, name, recipe)
 
 
 def _file_part(calibration: str) -> str:

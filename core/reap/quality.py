@@ -92,11 +92,16 @@ def _extract(domain: str, text: str) -> str:
 
 
 @torch.no_grad()
-def exact_match(model, tokenizer, domain: str, items: tuple[Item, ...], max_new_tokens: int) -> float:
+def continuations(model, tokenizer, prompts: list[str], max_new_tokens: int) -> list[str]:
+    """Greedy continuations of a batch of prompts (left-padded), new text only."""
     tokenizer.padding_side = "left"
-    enc = tokenizer([it.prompt for it in items], return_tensors="pt", padding=True).to(model.device)
+    enc = tokenizer(prompts, return_tensors="pt", padding=True).to(model.device)
     out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def exact_match(model, tokenizer, domain: str, items: tuple[Item, ...], max_new_tokens: int) -> float:
+    texts = continuations(model, tokenizer, [it.prompt for it in items], max_new_tokens)
     return sum(_extract(domain, t) == it.answer for t, it in zip(texts, items)) / len(items)
 
 

@@ -47,7 +47,30 @@ class PruneView:
     merged_into: list[dict[int, int]]  # [layer] merged-away expert -> the expert it was merged into
     quality: dict  # {domain: {"ppl", "acc"}} on the live evaluation set
     baseline: dict  # the same for the unpruned model
+    quality_items: int  # task items per domain behind each accuracy
+    quality_windows: int  # held-out windows per domain behind each perplexity
     quality_cached: bool
+    seconds: float
+
+
+@dataclass
+class ExpertView:
+    """One expert of one layer: its numbers on the calibration set, where its routed tokens come from, the tokens
+    routed to it most, and what the current method does with it."""
+
+    layer: int
+    layer_name: str
+    expert: int
+    method: str
+    saliency_method: str
+    saliency: float  # the method's score (SALIENCY_OF for merge methods)
+    reap: float
+    frequency: float  # share of the layer's routed tokens
+    mean_gate: float
+    max_activation: float
+    domain_share: dict[str, float]  # share of its routed tokens per calibration part
+    top_tokens: list[dict]  # {"token", "count", "contexts"}
+    fate: str  # "kept", "removed", "merged into expert N", "kept (protected super expert)", ...
     seconds: float
 
 

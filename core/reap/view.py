@@ -25,6 +25,22 @@ class Reduction:
     groups: list[list[list[int]]] | None  # merging only: [layer] the groups merged into one
     protected: list[list[int]]  # [layer] super experts kept whatever they score
 
+    def merged_into(self) -> list[dict[int, int]]:
+        """[layer] merged-away expert -> the expert it was merged into (empty when pruning)."""
+        return [{j: rep for group in layer for rep in set(group) & set(keep) for j in group if j != rep}
+                for layer, keep in zip(self.groups or [[] for _ in self.kept], self.kept)]
+
+    def fate(self, layer: int, expert: int) -> str:
+        """What this reduction does with one expert, in words."""
+        group = next((g for g in self.groups[layer] if expert in g), [expert]) if self.groups else [expert]
+        if expert not in self.kept[layer]:
+            return "removed" if self.groups is None else f"merged into expert {self.merged_into()[layer][expert]}"
+        if expert in self.protected[layer]:
+            return "kept (a protected super expert)"
+        if len(group) > 1:
+            return f"kept, and experts {', '.join(str(j) for j in group if j != expert)} are merged into it"
+        return "kept"
+
 
 def reduction_for(model, scores: dict, cache: dict, method: str, ratio: float,
                   selection: Selection = Selection()) -> Reduction:
