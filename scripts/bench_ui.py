@@ -9,10 +9,9 @@
     OMP_NUM_THREADS=1 python scripts/bench_ui.py --runs 5 > runs/bench_ui.json
     python scripts/bench_ui.py --parts replay,inspector
 
-Browser figures need Playwright for Python and Debian's chromium (see tests/test_browser.py); without them only
-the API figures are reported. Prints one JSON object; screenshots of the replay, the tree and the inspector go to
-test-artifacts/. Goals: first token < 1.5 s after the click; heatmap and quality < 2 s after the slider's release;
-replay step < 150 ms; expert inspector < 500 ms.
+Browser figures need Playwright and Debian's chromium (tests/test_browser.py); without them only API figures are
+reported. Prints one JSON object; screenshots go to test-artifacts/. Goals: first token < 1.5 s after the click;
+heatmap and quality < 2 s after the slider's release; replay step < 150 ms; expert inspector < 500 ms.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ def _started(engine, drafter, sample, rounds: int = 0, gamma: int = 4):
     """A greedy session prefilled, its drafter started, then `rounds` speculative rounds of gamma drafts."""
     session = engine.open(sample.image, sample.prompt, drafter, gamma=gamma)
     session.step()  # the prefill
-    session.run = drafter.start(session.context, session.prefill)  # the engine would start it on the next step
+    if not rounds:  # the engine starts its drafter on the next step: start one here instead
+        return session, drafter.start(session.context, session.prefill)
     for _ in range(rounds):
         assert session.step().drafted
     return session, session.run

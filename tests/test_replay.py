@@ -51,7 +51,8 @@ def test_events_views_and_tree_of_a_real_run(tiny_target, twin_drafter):
     s = scenes.sample("heldout", 1)
     gen = engine.generate(s.image, s.prompt, twin_drafter, gamma=4, max_new_tokens=24)
     decode = lambda t: tiny_target.tokenizer.decode([t])  # noqa: E731
-    events, views = events_of(gen.rounds, decode), views_of(gen.rounds, decode)
+    events = events_of(gen.rounds, decode)
+    views = views_of(gen.rounds, events, decode)
     assert len(events) == len(views) == len(gen.rounds)
     for e, r, view in zip(events, gen.rounds, views):
         assert [d["id"] for d in e["drafted"]] == r.drafted and [t["id"] for t in e["emitted"]] == r.emitted

@@ -93,7 +93,7 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
         AR_REFERENCE.record(lanes[0].seconds, len(lanes[0].token_ids))
         ran = [lane for lane in lanes if not lane.error]
         events = {lane.name: events_of(lane.rounds, decode) for lane in ran}
-        views = {lane.name: views_of(lane.rounds, decode) for lane in ran}
+        views = {lane.name: views_of(lane.rounds, events[lane.name], decode) for lane in ran}
         yield (board, _verdict(lanes), _summary(lanes), events, views,
                gr.Dropdown(choices=[lane.name for lane in ran], value=ran[-1].name),
                gr.Slider(maximum=max(len(ran[-1].rounds) - 1, 1), value=0))

@@ -5,7 +5,7 @@ probability p, whether it was accepted, rejected or not reached, and what the ta
 view per round (`views`: that round's draft above the tokens as of that round), so stepping the replay is a lookup
 in the browser, not a server call. `tree_figure` draws a tree round's draft tree with plotly.
 
-    events, views = events_of(rounds, decode), views_of(rounds, decode)
+    events = events_of(rounds, decode); views = views_of(rounds, events, decode)
     controls = build("spec", events_json, views_json, pace)      # inside a gr.Blocks
 """
 
@@ -56,9 +56,9 @@ def _draft_html(event: dict, total: int) -> str:
             f"<div class='replay-draft'>{chips}</div>")
 
 
-def views_of(rounds: list[Round], decode: Callable[[int], str]) -> list[str]:
-    """The replay's view of every round k: round k's draft, then the tokens as of round k."""
-    events = events_of(rounds, decode)
+def views_of(rounds: list[Round], events: list[dict], decode: Callable[[int], str]) -> list[str]:
+    """The replay's view of every round k (`events`: events_of the same rounds): round k's draft, then the tokens
+    as of round k."""
     return [_draft_html(event, len(rounds)) + tokens_html(rounds[: k + 1], decode)
             for k, event in enumerate(events)]
 
@@ -120,13 +120,14 @@ def tree_figure(event: dict | None) -> go.Figure:
     return fig
 
 
-def _views_for(views, lane):
-    return views if lane is None else (views or {}).get(lane, [])
+def _of_lane(per_run, lane):
+    """A run's list (views or events): the only one, or the lane's in a race."""
+    return per_run if lane is None else (per_run or {}).get(lane, [])
 
 
 def play(k, views, pace, lane=None):
     """The replay's round, advanced to the end at `pace` ms a round (from the start if it is at the end)."""
-    n = len(_views_for(views, lane))
+    n = len(_of_lane(views, lane))
     k = 0 if k is None or int(k) >= n - 1 else int(k)
     for nxt in range(k + 1, n):
         if pace:
@@ -137,15 +138,15 @@ def play(k, views, pace, lane=None):
 
 
 def tree_for(k, events, lane=None) -> go.Figure:
-    events = _views_for(events, lane)
+    events = _of_lane(events, lane)
     return tree_figure(events[int(k)] if events and k is not None and int(k) < len(events) else None)
 
 
 @dataclass
 class Controls:
+    """What a run's outputs update: the scrubber's range, and in a race the lane choice."""
+
     slider: gr.Slider
-    view: gr.HTML
-    tree: gr.Plot
     lane: gr.Dropdown | None
 
 
@@ -166,7 +167,7 @@ def build(prefix: str, events: gr.JSON, views: gr.JSON, pace: gr.Radio, lanes: b
     lane_in = [lane] if lane is not None else []
     pick = "views[lane] || []" if lanes else "views || []"
     args = "(lane, k, views)" if lanes else "(k, views)"
-    show = f"{args} => {{ const v = {pick}; return v[Math.round(k)] || ''; }}"
+    show = f"{args} => {{ const v = {pick}; return v[Math.min(Math.round(k), v.length - 1)] || ''; }}"
     slider.change(None, [*lane_in, slider, views], view, js=show)
     slider.change(tree_for, [slider, events, *lane_in], tree, queue=False, api_visibility="private")
     prev.click(None, slider, slider, js="k => Math.max(0, Math.round(k) - 1)")
@@ -176,4 +177,4 @@ def build(prefix: str, events: gr.JSON, views: gr.JSON, pace: gr.Radio, lanes: b
     if lane is not None:
         lane.change(lambda name, v: gr.Slider(maximum=max(len((v or {}).get(name, [])) - 1, 1), value=0),
                     [lane, views], slider, queue=False, api_visibility="private")
-    return Controls(slider, view, tree, lane)
+    return Controls(slider, lane)

@@ -88,9 +88,9 @@ def _rounds(session, target, drafter, max_new_tokens, pace_ms, progress):
                gr.skip(), gr.skip(), gr.skip())
         if pace_ms:
             time.sleep(pace_ms / 1000)
-    last = len(rounds) - 1
-    yield (gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip(), events_of(rounds, decode),
-           views_of(rounds, decode), gr.Slider(maximum=max(last, 1), value=last))
+    last, events = len(rounds) - 1, events_of(rounds, decode)
+    yield (gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip(), events, views_of(rounds, events, decode),
+           gr.Slider(maximum=max(last, 1), value=last))
     if drafter is None:
         AR_REFERENCE.record(seconds, stats.tokens)
 
