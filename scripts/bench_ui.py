@@ -2,8 +2,7 @@
   spec       time from clicking Generate to the first coloured token on screen, plus the same through the API
   reap       time from releasing the REAP tab's ratio slider to the updated heatmap and quality table, from cached
              scores (scored once first, into a fresh cache), over several ratios; plus the same through the API
-  replay     after a run, time from a replay step (the "◀ step" button) to the updated round view, and to its
-             draft figure; DREAM tree drafting, so the figure is a tree
+  replay     after a DREAM tree run, time from a replay step ("◀ step") to the updated round view, and to its tree
   inspector  time from picking a layer and expert to the expert inspector's numbers and tokens
 
     OMP_NUM_THREADS=1 python scripts/bench_ui.py --runs 5 > runs/bench_ui.json
