@@ -42,6 +42,12 @@ def _bench_spec(args) -> None:
     run(args)
 
 
+def _describe(args) -> None:
+    from core.world.describe import run
+
+    run(args)
+
+
 def _bench_gpu(args) -> None:
     from core.bench.gpu import run
 
@@ -115,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_options(gen)
     gen.set_defaults(func=_generate)
+
+    desc = sub.add_parser("describe", help="what an image's pixels say: colour layout, region and main colours")
+    desc.add_argument("image")
+    desc.add_argument("--json", action="store_true", help="print one JSON object {question: answer}")
+    desc.set_defaults(func=_describe)
 
     bench = sub.add_parser("bench-spec", help="tau / acceptance / speedup of drafters on held-out world samples")
     bench.add_argument("--drafters", default="text",

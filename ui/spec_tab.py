@@ -12,6 +12,7 @@ from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
 from core.decoding.metrics import RunStats
 from core.models.registry import load_drafter
+from core.world.describe import answers
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
@@ -95,6 +96,24 @@ def _rounds(session, target, drafter, max_new_tokens, pace_ms, progress):
         AR_REFERENCE.record(seconds, stats.tokens)
 
 
+def what_the_pixels_say(image, prompt, output=None) -> str:
+    """The reference answer for this image (core/world/describe.py) and, after a run, whether the target's agrees."""
+    if image is None:
+        return ""
+    found = answers(image)
+    asked = (prompt or "").strip()
+    if asked not in found:
+        return (f"**What the pixels say** (colour layout, from the image alone): {found['Describe the image.']}  \n"
+                f"*The prompt is not one the pixels answer ({', '.join(f'“{q}”' for q in list(found)[:3])}, "
+                "“What colour is the top left?”, …), so the target's answer is not compared.*")
+    verdict = ""
+    if output:
+        same = output.strip() == found[asked]
+        verdict = ("  \nThe target's answer **matches** it." if same else "  \nThe target's answer **differs** "
+                   "(on a world scene its object caption is the more specific answer; elsewhere it is made up).")
+    return f"**What the pixels say** for “{asked}”: {found[asked]}{verdict}"
+
+
 def build() -> None:
     with gr.Row():
         with gr.Column(scale=2):
@@ -132,10 +151,14 @@ def build() -> None:
             replay = build_replay("spec", events, views, pace)
             plot = gr.Plot(label="Rounds", elem_id="spec-plot")
             text = gr.Textbox(label="Output text", interactive=False, buttons=["copy"], elem_id="spec-output")
+            reference = gr.Markdown(elem_id="spec-reference")
             with gr.Accordion("Round log", open=False):
                 log = gr.Dataframe(headers=LOG_HEADERS, interactive=False, wrap=True)
     preset.change(lambda task: TASK_PROMPTS[task], preset, prompt, queue=False, api_visibility="private")
     run.click(generate, [image, prompt, model, drafter, gamma, temperature, top_p, seed, max_new, keep, drafting,
                          tree_top_k, tree_total, pace],
               [tokens, stats, plot, log, text, events, views, replay.slider], api_name="generate",
-              concurrency_id="decode", show_progress_on=[text])  # an overlay on the tokens would hide them while they stream
+              concurrency_id="decode", show_progress_on=[text]  # an overlay on the tokens would hide them while they stream
+              ).then(what_the_pixels_say, [image, prompt, text], reference, api_visibility="private")
+    gr.on([image.change, prompt.change], what_the_pixels_say, [image, prompt], reference, api_visibility="private",
+          trigger_mode="always_last")
