@@ -107,9 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="massv, dream: train on a datasets dataset with columns image, prompt, optional answer")
     train.set_defaults(func=_train)
 
-    ev = sub.add_parser("eval-target", help="exact match of the target on held-out world samples")
+    ev = sub.add_parser("eval-target", help="the target's accuracy: world samples, or your images (--images)")
     ev.add_argument("--model", default=str(EMBEDDED_PATHS["target"]))
     ev.add_argument("--n", type=int, default=200)
+    ev.add_argument("--images", help="a folder of images (optional metadata.jsonl: file_name, prompt, answer): scored "
+                                     "against their answers, else against what their pixels say")
+    ev.add_argument("--prompt", help="with --images: ask every image this")
     ev.add_argument("--json")
     ev.set_defaults(func=_eval_target)
 
@@ -134,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--tasks", help="comma-separated task families (default: all)")
     bench.add_argument("--repeats", type=int, default=1,
                        help="run each generation this many times and time its fastest (filters machine noise)")
+    bench.add_argument("--images", help="your own images instead of world samples: a folder, optionally with a "
+                                        "metadata.jsonl (file_name, prompt); the first --n of them")
+    bench.add_argument("--prompt", help="with --images: ask every image this")
     bench.add_argument("--json", help="write the report here too")
     _add_decoding_options(bench)
     bench.set_defaults(func=_bench_spec)

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from core.__main__ import cli
-from core.world.describe import TERMS, answers, colour_terms, layout
+from core.world.describe import TERMS, answers, colour_terms, layout, region_agreement
 from core.world.scenes import POSITIONS
 from ui.spec_tab import what_the_pixels_say
 
@@ -82,3 +82,47 @@ def test_the_apps_line_compares_only_what_the_pixels_answer():
     assert "**matches**" in what_the_pixels_say(image, "What colour is the center?", "Blue.")
     assert "**differs**" in what_the_pixels_say(image, "What colour is the center?", "Red.")
     assert "not compared" in what_the_pixels_say(image, "What animal is this?", "A cat.")
+
+
+def test_region_agreement_ignores_light_and_dark():
+    ref = "A bright image, mostly blue. Top: light blue, blue, white. Middle: green, green, grey. Bottom: red, red, red."
+    assert region_agreement(ref, ref) == 1.0
+    assert region_agreement(ref, ref.replace("light blue", "dark blue")) == 1.0
+    assert region_agreement(ref, ref.replace("Bottom: red, red, red.", "Bottom: red, blue, red.")) == 8 / 9
+    assert region_agreement(ref, "There are four objects: a large red circle.") == 0.0
+    with pytest.raises(ValueError, match="names no 3x3 layout"):
+        region_agreement("Blue.", ref)
+
+
+@pytest.fixture
+def own_images(tmp_path):
+    """A folder of images of one's own: a flat red one, and two with metadata answers (one asks what is written)."""
+    _grid([CANONICAL["red"]] * 9, (120, 80)).save(tmp_path / "red.png")
+    _grid([CANONICAL["blue"]] * 9, (80, 120)).save(tmp_path / "blue.png")
+    (tmp_path / "metadata.jsonl").write_text(
+        json.dumps({"file_name": "red.png", "prompt": "Describe the image."}) + "\n"
+        + json.dumps({"file_name": "blue.png", "prompt": "What is written here?", "answer": "There is no text."}) + "\n")
+    return tmp_path
+
+
+def test_eval_target_scores_your_images_against_their_pixels(own_images, tiny_target_dir, capsys):
+    cli(["eval-target", "--model", str(tiny_target_dir), "--images", str(own_images)])
+    report = json.loads(capsys.readouterr().out)
+    assert report["images"] == report["scored"] == 2
+    red, blue = report["rows"]
+    assert red["reference"] == answers(_grid([CANONICAL["red"]] * 9, (120, 80)))["Describe the image."]
+    assert red["region_agreement"] == region_agreement(red["reference"], red["answer"])  # the tiny target's words
+    assert blue["reference"] == "There is no text." and report["no_text_precision"] == float(blue["exact"])
+    assert report["region_agreement"] == red["region_agreement"] and report["text_exact"] is None
+    cli(["eval-target", "--model", str(tiny_target_dir), "--images", str(own_images), "--prompt",
+         "What colour is the center?"])
+    asked = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["reference"] for r in asked] == ["Red.", "Blue."]  # --prompt: the pixels answer, metadata set aside
+
+
+def test_bench_spec_runs_on_your_images(own_images, capsys):
+    cli(["bench-spec", "--images", str(own_images), "--drafters", "text", "--n", "2", "--max-new-tokens", "8",
+         "--prompt", "Describe the image."])
+    report = json.loads(capsys.readouterr().out)
+    assert report["config"]["images"] == str(own_images) and report["config"]["tasks"] == ["custom"]
+    assert report["drafters"]["text"]["lossless_mismatches"] == 0 and report["drafters"]["text"]["tau"] >= 1

@@ -1,6 +1,14 @@
-"""Exact-match accuracy of a target VLM on held-out world samples, per task family.
+"""Accuracy of a target VLM: exact match on held-out world samples per task family, or, on a folder of your own
+images, agreement with what their pixels say (core/world/describe.py).
 
     python -m core eval-target [--model PATH] [--n 200] [--json PATH]
+    python -m core eval-target --images DIR [--prompt P] [--json PATH]
+
+With --images, each image is asked its metadata.jsonl prompt (or "Describe the image.", or --prompt for all) and
+scored against the metadata's answer where one is given, else against the pixels' answer: `exact_match` over all,
+`region_agreement` (share of the 9 regions whose colour term the target's description names as the pixels do,
+light / dark ignored), and where answers say what is written: `text_exact` (images with text) and
+`no_text_precision` (images whose answer is "There is no text.").
 """
 
 from __future__ import annotations
@@ -12,7 +20,10 @@ from pathlib import Path
 import torch
 
 from core.models.vlm import VisionLanguageModel
+from core.training.training_data import TrainingData, from_folder
+from core.training.training_data import describe as describe_source
 from core.world import scenes
+from core.world.describe import answers, described_regions, region_agreement
 
 
 @torch.no_grad()
@@ -38,10 +49,40 @@ def exact_match(vlm: VisionLanguageModel, samples: list[scenes.Sample]) -> dict:
     return {"exact_match": sum(map(sum, hits.values())) / len(samples), "per_task": per_task}
 
 
+NO_TEXT = "There is no text."
+READ_TEXT = "What is written here?"
+
+
+def on_images(vlm: VisionLanguageModel, examples: TrainingData, prompt: str | None = None) -> dict:
+    """The target's answers on a folder's images against their metadata answers, else against the pixels'."""
+    rows, regions, with_text, without_text = [], [], [], []
+    for i, example in enumerate(examples.examples):
+        sample = examples[i]
+        asked = prompt or sample.prompt
+        reference = sample.answer if sample.answer is not None and not prompt else answers(sample.image).get(asked)
+        said = answer(vlm, sample.image, asked)
+        row = {"image": describe_source(example.image), "prompt": asked, "reference": reference, "answer": said,
+               "exact": reference is not None and said == reference}
+        if reference is not None and described_regions(reference) is not None:
+            row["region_agreement"] = region_agreement(reference, said)
+            regions.append(row["region_agreement"])
+        if asked == READ_TEXT and reference is not None:
+            (without_text if reference == NO_TEXT else with_text).append(row["exact"])
+        rows.append(row)
+    scored = [r["exact"] for r in rows if r["reference"] is not None]
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return {"source": examples.source, "images": len(rows), "scored": len(scored), "exact_match": mean(scored),
+            "region_agreement": mean(regions), "text_exact": mean(with_text), "no_text_precision": mean(without_text),
+            "rows": rows}
+
+
 def run(args) -> None:
     vlm = VisionLanguageModel.from_pretrained(args.model)
-    result = exact_match(vlm, scenes.samples("heldout", args.n))
-    result |= {"model": str(args.model), "n": args.n}
+    if args.images:
+        result = on_images(vlm, from_folder(args.images), args.prompt)
+    else:
+        result = exact_match(vlm, scenes.samples("heldout", args.n)) | {"n": args.n}
+    result |= {"model": str(args.model)}
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:

@@ -28,6 +28,7 @@ from core.decoding.metrics import RunStats
 from core.decoding.rounds import Generation
 from core.decoding.sampling import SamplingConfig
 from core.models.registry import load_drafter, load_target, split_drafters
+from core.training.training_data import from_folder
 from core.world import scenes
 
 
@@ -71,13 +72,20 @@ def bench(
     model: str = "embedded",
     seed: int = 0,
     repeats: int = 1,
+    images: str = "",
+    prompt: str = "",
 ) -> dict:
+    """`images`: a folder of your own (core/training/training_data.py: optional metadata.jsonl), its first n images,
+    each asked its own prompt or `prompt`; otherwise n held-out world samples of `tasks`."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if images:
+        samples = [scenes.Sample(s.image, s.task, prompt or s.prompt, s.answer) for s in from_folder(images)[:n]]
+    else:
+        samples = scenes.samples("heldout", n, tasks)
     target = load_target(model)
     engine = SpeculativeEngine(target)
     loaded = {name: load_drafter(name, model) for name in drafters}
-    samples = scenes.samples("heldout", n, tasks)
     kwargs = dict(sampling=sampling, max_new_tokens=max_new_tokens, seed=seed)
     drafting = dict(gamma=gamma, min_draft_prob=min_draft_prob)
     warm = samples[0]
@@ -101,7 +109,8 @@ def bench(
         "config": {
             "model": model, "n": n, "gamma": gamma, "min_draft_prob": min_draft_prob,
             "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
-            "tasks": list(tasks), "max_new_tokens": max_new_tokens, "seed": seed, "repeats": repeats,
+            "tasks": sorted({s.task for s in samples}), "images": images or None, "prompt": prompt or None,
+            "max_new_tokens": max_new_tokens, "seed": seed, "repeats": repeats,
             "torch_threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         },
         "ar": {"tokens_per_s": ar_tokens / ar_seconds, "tokens": ar_tokens, "seconds": ar_seconds},
@@ -139,6 +148,8 @@ def run(args) -> None:
         model=args.model,
         seed=args.seed,
         repeats=args.repeats,
+        images=args.images or "",
+        prompt=args.prompt or "",
     )
     report["wall_seconds"] = round(time.time() - t0, 1)
     text = json.dumps(report, indent=1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +107,25 @@ def layout(image: Image.Image) -> Layout:
     mean = float(light.mean())
     tone = "bright" if mean > 0.6 else "dark" if mean < 0.35 else "mid-toned"
     return Layout(tone, main, tuple(regions), POSITIONS[int(np.argmax(brightness))])
+
+
+def described_regions(text: str) -> list[str] | None:
+    """The nine region colours a description names ("Top: a, b, c. Middle: ... Bottom: ..."), None if it names no
+    such layout."""
+    rows = [re.search(rf"{row.capitalize()}: ([^.]*)\.", text) for row in ROWS]
+    if not all(rows):
+        return None
+    regions = [part.strip() for m in rows for part in m.group(1).split(",")]
+    return regions if len(regions) == 9 else None
+
+
+def region_agreement(reference: str, answer: str) -> float:
+    """Share of the 9 regions whose colour term an answer names as the reference does (light / dark ignored)."""
+    term = lambda colour: colour.split()[-1]  # noqa: E731  ("light blue" -> "blue")
+    wanted, said = described_regions(reference), described_regions(answer)
+    if wanted is None:
+        raise ValueError(f"the reference {reference!r} names no 3x3 layout")
+    return 0.0 if said is None else sum(term(a) == term(b) for a, b in zip(wanted, said)) / 9
 
 
 def answers(image: Image.Image) -> dict[str, str]:
