@@ -1,0 +1,189 @@
+"""Images beyond the world, from many sources, with the answers their pixels give (core/world/describe.py): the data
+the embedded target and its drafters learn to answer any image from.
+
+Sources, each at a random size and aspect ratio:
+  procedural  photo-like images: gradients, fractal noise, blurred blobs, stripes, textures, overlaid shapes
+  text        rendered words and numbers (sizes, colours, outlines) on plain or procedural backgrounds
+  photo       scikit-image's photographs (when installed), randomly cropped, flipped and colour-jittered
+Tasks: "layout" (Describe the image.), "region" (one cell's colour), "colours" (the main colours), "brightest",
+"read" (What is written here?: the text, or "There is no text.") and "unknown" (a question the pixels cannot answer:
+an honest "I can only describe colours and layout: ..."). Prompts come in several paraphrases.
+
+A sample is a pure function of (split, index): the split decides the seeds, so held-out images are never trained
+on, and the photographs in HELDOUT_PHOTOS are held out whole (only the held-out split ever shows them).
+
+    python -m core.world.photos          # writes a few samples to /tmp/photo_*.png and prints their Q/A
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+from core.world.describe import answers, layout
+from core.world.scenes import OCR_WORDS, POSITIONS, SPLITS, Sample
+
+SOURCES = ("procedural", "text", "photo")
+TASKS = ("layout", "region", "colours", "brightest", "read", "unknown")
+# scikit-image's bundled photographs (they load without a download); the held-out ones never appear in training.
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat", "hubble_deep_field", "immunohistochemistry",
+          "moon", "page", "text", "coins", "horse", "retina", "logo", "colorwheel", "grass", "gravel", "brick",
+          "clock", "cell")
+HELDOUT_PHOTOS = ("astronaut", "chelsea", "rocket", "retina")
+NO_TEXT = "There is no text."
+PARAPHRASES = {
+    "layout": ("Describe the image.", "Describe this picture.", "What does the image look like?",
+               "Give a short description of the image."),
+    "colours": ("What are the main colours?", "Which colours does the image mostly have?", "Name the main colours."),
+    "brightest": ("Which region is the brightest?", "Where is the image brightest?", "Which part is the lightest?"),
+    "read": ("What is written here?", "What does the text say?", "Read the text in the image."),
+    "unknown": ("What animal is this?", "Where was this photo taken?", "How many people are there?",
+                "What time of day is it?", "Who made this?", "What is the person doing?"),
+}
+REGION_PROMPTS = ("What colour is the {}?", "Which colour is at the {}?", "What is the colour of the {} region?")
+
+
+def _size(rng: random.Random) -> tuple[int, int]:
+    """A random size and aspect ratio (1:3 to 3:1)."""
+    area, aspect = rng.randint(64, 640) ** 2, 3 ** rng.uniform(-1, 1)
+    return max(16, int((area * aspect) ** 0.5)), max(16, int((area / aspect) ** 0.5))
+
+
+def _colour(rng: random.Random) -> tuple[int, int, int]:
+    return tuple(rng.randint(0, 255) for _ in range(3))
+
+
+def _fractal_noise(rng: random.Random, w: int, h: int) -> np.ndarray:
+    """[h, w, 3] in [0, 1]: octaves of smooth noise, each twice as fine and half as strong."""
+    gen = np.random.default_rng(rng.randrange(2**32))
+    out = np.zeros((h, w, 3))
+    for octave in range(rng.randint(2, 5)):
+        cells = 2 ** (octave + 1)
+        coarse = gen.random((cells, cells, 3)) * 255
+        out += np.asarray(Image.fromarray(coarse.astype(np.uint8)).resize((w, h), Image.Resampling.BICUBIC)) / 2**octave
+    out -= out.min()
+    return out / max(out.max(), 1e-6)
+
+
+def procedural(rng: random.Random) -> Image.Image:
+    """A photo-like image: a base (gradient, fractal noise, stripes or texture), then blurred blobs and shapes."""
+    w, h = _size(rng)
+    base = rng.choice(("gradient", "noise", "stripes", "texture"))
+    a, b = np.array(_colour(rng), float), np.array(_colour(rng), float)
+    if base == "gradient":
+        angle = rng.uniform(0, np.pi)
+        ys, xs = np.mgrid[0:h, 0:w]
+        t = (np.cos(angle) * xs / w + np.sin(angle) * ys / h)
+        t = (t - t.min()) / max(np.ptp(t), 1e-6)
+        pixels = a + (b - a) * t[..., None]
+    elif base == "noise":
+        noise = _fractal_noise(rng, w, h)
+        pixels = a + (b - a) * noise
+    elif base == "stripes":
+        period, vertical = rng.randint(4, 60), rng.random() < 0.5
+        index = (np.arange(w)[None, :] if vertical else np.arange(h)[:, None]) // period % 2
+        pixels = np.where(np.broadcast_to(index, (h, w))[..., None] == 0, a, b)
+    else:
+        grain = np.random.default_rng(rng.randrange(2**32)).random((h, w, 1))
+        pixels = a + (b - a) * grain * rng.uniform(0.2, 1.0)
+    image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(image)
+    for _ in range(rng.randint(0, 6)):
+        x, y, r = rng.randint(0, w), rng.randint(0, h), rng.randint(4, max(5, min(w, h) // 2))
+        box = (x - r, y - r, x + r, y + r)
+        (draw.ellipse if rng.random() < 0.6 else draw.rectangle)(box, fill=_colour(rng))
+    if rng.random() < 0.7:
+        image = image.filter(ImageFilter.GaussianBlur(rng.uniform(0.5, max(1.0, min(w, h) / 30))))
+    return image
+
+
+def _text(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return str(rng.randint(0, 99999))
+    return " ".join(rng.choice(OCR_WORDS) for _ in range(rng.randint(1, 2)))
+
+
+def rendered_text(rng: random.Random) -> tuple[Image.Image, str]:
+    """Text of a random size, colour and outline, centred on a plain or procedural background."""
+    text = _text(rng)
+    background = procedural(rng) if rng.random() < 0.5 else Image.new("RGB", _size(rng), _colour(rng))
+    w, h = background.size
+    font = ImageFont.load_default(size=max(10, int(min(h / 2, 1.6 * w / max(len(text), 1)) * rng.uniform(0.4, 0.9))))
+    ink = _colour(rng)
+    # The ink stands out from the background around it (readable text, as in a photograph of a sign).
+    behind = np.asarray(background.convert("L"), dtype=float).mean()
+    if abs(np.mean(ink) - behind) < 90:
+        ink = (0, 0, 0) if behind > 127 else (255, 255, 255)
+    draw = ImageDraw.Draw(background)
+    outline = rng.choice((0, 0, 1, 2))
+    draw.text((w / 2, h / 2), text, font=font, fill=ink, anchor="mm", stroke_width=outline,
+              stroke_fill=(255 - ink[0], 255 - ink[1], 255 - ink[2]))
+    return background, text
+
+
+def photo_names(split: str) -> tuple[str, ...]:
+    """The photographs a split draws from: the held-out ones, or all the others."""
+    return HELDOUT_PHOTOS if split == "heldout" else tuple(p for p in PHOTOS if p not in HELDOUT_PHOTOS)
+
+
+def photo(rng: random.Random, split: str) -> Image.Image | None:
+    """A crop of one of scikit-image's photographs, flipped and colour-jittered; None without scikit-image."""
+    try:
+        from skimage import data
+    except ImportError:
+        return None
+    pixels = np.asarray(getattr(data, rng.choice(photo_names(split)))())
+    image = Image.fromarray(pixels).convert("RGB")
+    w, h = image.size
+    cw, ch = int(w * rng.uniform(0.4, 1.0)), int(h * rng.uniform(0.4, 1.0))
+    x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
+    image = image.crop((x, y, x + cw, y + ch))
+    if rng.random() < 0.5:
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    jitter = np.array([rng.uniform(0.8, 1.2) for _ in range(3)])
+    image = Image.fromarray(np.clip(np.asarray(image, dtype=float) * jitter, 0, 255).astype(np.uint8))
+    return image.resize(_size(rng), Image.Resampling.BILINEAR)
+
+
+def _question(rng: random.Random, task: str, image: Image.Image, text: str | None) -> tuple[str, str]:
+    found = answers(image)
+    if task == "region":
+        position = rng.choice(POSITIONS)
+        return rng.choice(REGION_PROMPTS).format(position), found[f"What colour is the {position}?"]
+    if task == "read":
+        return rng.choice(PARAPHRASES["read"]), text if text is not None else NO_TEXT
+    if task == "unknown":
+        return rng.choice(PARAPHRASES["unknown"]), f"I can only describe colours and layout: {layout(image).description()}"
+    canonical = {"layout": "Describe the image.", "colours": "What are the main colours?",
+                 "brightest": "Which region is the brightest?"}[task]
+    return rng.choice(PARAPHRASES[task]), found[canonical]
+
+
+def sample(split: str, index: int, task: str | None = None, source: str | None = None) -> Sample:
+    """The index-th sample of a split (tasks and sources cycle unless given); deterministic."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    task = task or TASKS[index % len(TASKS)]
+    source = source or SOURCES[index // len(TASKS) % len(SOURCES)]
+    rng = random.Random(f"photos/{split}/{source}/{task}/{index}")
+    text = None
+    if source == "text":
+        image, text = rendered_text(rng)
+    else:
+        image = photo(rng, split) if source == "photo" else None
+        image = image if image is not None else procedural(rng)
+    prompt, answer = _question(rng, task, image, text)
+    return Sample(image, task, prompt, answer)
+
+
+def samples(split: str, n: int, tasks: tuple[str, ...] = TASKS, start: int = 0) -> list[Sample]:
+    return [sample(split, start + i, tasks[i % len(tasks)]) for i in range(n)]
+
+
+if __name__ == "__main__":
+    for i, s in enumerate(samples("train", 12)):
+        path = f"/tmp/photo_{i}.png"
+        s.image.save(path)
+        print(f"{path} {s.image.size} [{s.task}] {s.prompt} -> {s.answer}")

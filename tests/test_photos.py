@@ -1,0 +1,74 @@
+"""Images beyond the world (core/world/photos.py): deterministic per (split, index), answers that are what the
+pixels say, text images that say their text and others that have none, held-out photographs only in the held-out
+split, many sizes and aspect ratios.
+
+    python -m pytest -q tests/test_photos.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.world import photos
+from core.world.describe import answers, layout
+
+
+def test_a_sample_is_a_pure_function_of_split_and_index():
+    a, b = photos.sample("train", 7), photos.sample("train", 7)
+    assert (a.prompt, a.answer) == (b.prompt, b.answer) and np.array_equal(np.asarray(a.image), np.asarray(b.image))
+    held = photos.sample("heldout", 7)
+    assert not np.array_equal(np.asarray(held.image), np.asarray(a.image))
+
+
+@pytest.mark.parametrize("task", photos.TASKS)
+@pytest.mark.parametrize("source", photos.SOURCES)
+def test_answers_are_what_the_pixels_say(task, source):
+    for index in range(3):
+        s = photos.sample("train", index, task, source)
+        found = answers(s.image)
+        if task == "layout":
+            assert s.prompt in photos.PARAPHRASES["layout"] and s.answer == found["Describe the image."]
+        elif task == "region":
+            position = next(p for p in photos.POSITIONS if p in s.prompt)
+            assert s.answer == found[f"What colour is the {position}?"]
+        elif task == "colours":
+            assert s.answer == found["What are the main colours?"]
+        elif task == "brightest":
+            assert s.answer == found["Which region is the brightest?"]
+        elif task == "read":
+            assert s.prompt in photos.PARAPHRASES["read"]
+            assert (s.answer != photos.NO_TEXT) == (source == "text")  # only rendered text has something written
+        else:
+            assert s.answer == f"I can only describe colours and layout: {layout(s.image).description()}"
+
+
+def test_rendered_text_is_drawn_and_readable():
+    import random
+
+    for seed in range(20):
+        image, text = photos.rendered_text(random.Random(seed))
+        assert text.strip() and image.mode == "RGB"
+        pixels = np.asarray(image.convert("L"), dtype=float)
+        h, w = pixels.shape
+        band = pixels[h // 3: 2 * h // 3, w // 4: 3 * w // 4]
+        assert band.std() > 10  # the text's strokes stand out where it is drawn
+
+
+def test_held_out_photographs_are_never_trained_on():
+    assert photos.photo_names("heldout") == photos.HELDOUT_PHOTOS
+    assert not set(photos.photo_names("train")) & set(photos.HELDOUT_PHOTOS)
+    assert set(photos.photo_names("train")) | set(photos.HELDOUT_PHOTOS) == set(photos.PHOTOS)
+    data = pytest.importorskip("skimage.data")
+    import random
+
+    assert all(np.asarray(getattr(data, name)()).ndim >= 2 for name in photos.PHOTOS)  # all bundled: no download
+    for split in photos.SPLITS:
+        for seed in range(5):
+            assert photos.photo(random.Random(seed), split).mode == "RGB"
+
+
+def test_sizes_and_aspect_ratios_vary():
+    sizes = [photos.sample("train", i).image.size for i in range(60)]
+    ratios = [w / h for w, h in sizes]
+    assert min(ratios) < 0.6 and max(ratios) > 1.6 and len(set(sizes)) > 50
