@@ -50,8 +50,12 @@ values and labels).
 | DREAM drafter | a 3-block adapter at the target's width (192, MLPs 256 wide) on the target's features, proposing from the 170 tokens the target answers with; trained on its answers |
 
 They know nothing outside that world: a photograph gets a confident description of shapes that are not there.
-The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute speeds are
-those of a 7.8M-parameter model on this server's CPU.
+So under every answer the app shows **what the pixels say** (`core/world/describe.py`): for any image, its tone
+and the colour of each of its 3x3 regions in the 11 basic colour terms, its main colours and its brightest region,
+computed from the image itself, and whether the target's answer matches. That line is the reference; the target
+can tell you objects, counts, colours, positions, text and chart values in world scenes, and on anything else it
+makes things up. The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute
+speeds are those of a 7.8M-parameter model on this server's CPU.
 
 ## Hub models
 
