@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
     train.add_argument("--warmup", type=int, help="target: LR warmup steps")
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
+    train.add_argument("--mix", help="target: world (default), or world,photos to also learn images beyond the world")
     train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
     train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
     train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")
@@ -113,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--images", help="a folder of images (optional metadata.jsonl: file_name, prompt, answer): scored "
                                      "against their answers, else against what their pixels say")
     ev.add_argument("--prompt", help="with --images: ask every image this")
+    ev.add_argument("--photos", type=int, help="N held-out images beyond the world of each part (generated, "
+                                                "photographs), scored against their pixels' answers")
     ev.add_argument("--json")
     ev.set_defaults(func=_eval_target)
 

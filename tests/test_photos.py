@@ -72,3 +72,21 @@ def test_sizes_and_aspect_ratios_vary():
     sizes = [photos.sample("train", i).image.size for i in range(60)]
     ratios = [w / h for w, h in sizes]
     assert min(ratios) < 0.6 and max(ratios) > 1.6 and len(set(sizes)) > 50
+
+
+def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
+    from core.models.vlm import VisionLanguageModel
+    from core.training.target import PHOTOS, TargetTrainConfig, task_names, train, training_sample
+    from core.world import scenes
+
+    assert task_names("world") == scenes.TASKS
+    assert task_names("world,photos") == scenes.TASKS + tuple(PHOTOS + t for t in photos.TASKS)
+    with pytest.raises(ValueError, match="--mix must be"):
+        task_names("photos")
+    assert training_sample(PHOTOS + "read", 3).answer == photos.sample("train", 3, "read").answer
+    out = tmp_path / "target"
+    train(TargetTrainConfig(steps=2, batch=12, warmup=1, init=str(tiny_target_dir), out=str(out), eval_every=100,
+                            eval_n=2, mix="world,photos"))
+    log = __import__("json").loads((out / "training_log.json").read_text())["log"][-1]
+    assert np.isfinite(log["loss"]) and set(log["photos"]) == {"generated", "photographs"}
+    assert VisionLanguageModel.from_pretrained(out).model.dtype.is_floating_point

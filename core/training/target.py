@@ -1,6 +1,7 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR] [--out DIR]
+        [--mix world,photos]      # also images beyond the world: any image's colour layout, text, honest answers
 
 Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for speed:
 - dense vision supervision (`VisionProbe`, linear heads discarded after training): each visual token must say
@@ -28,7 +29,7 @@ from transformers import get_cosine_schedule_with_warmup
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
-from core.world import scenes
+from core.world import photos, scenes
 
 
 @dataclass
@@ -45,6 +46,24 @@ class TargetTrainConfig:
     aux_weight: float = 0.5  # dense vision supervision (see the module docstring)
     vision_steps: int = 0  # first train the vision tower on the probe alone (fast: no LM forward)
     init: str = ""  # continue from this checkpoint instead of a fresh model
+    mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/photos.py)
+
+
+PHOTOS = "photos/"  # the task names of core/world/photos.py's samples, as the sampler sees them
+
+
+def task_names(mix: str) -> tuple[str, ...]:
+    sources = mix.split(",")
+    if not set(sources) <= {"world", "photos"} or "world" not in sources:
+        raise ValueError(f"--mix must be 'world' or 'world,photos', got {mix!r}")
+    return scenes.TASKS + (tuple(PHOTOS + t for t in photos.TASKS) if "photos" in sources else ())
+
+
+def training_sample(task: str, index: int) -> scenes.Sample:
+    """The index-th training sample of a task: a world scene, or (PHOTOS tasks) an image beyond the world."""
+    if task.startswith(PHOTOS):
+        return photos.sample("train", index, task.removeprefix(PHOTOS))
+    return scenes.sample("train", index, task)
 
 
 class VisionProbe(torch.nn.Module):
@@ -110,7 +129,7 @@ class TaskSampler:
 
 
 def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLanguageModel:
-    from core.bench.evaluate import exact_match
+    from core.bench.evaluate import exact_match, on_photos
 
     torch.manual_seed(cfg.seed)
     vlm = VisionLanguageModel.from_pretrained(cfg.init) if cfg.init else new_target(size)
@@ -120,13 +139,13 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     params = list(model.parameters()) + list(probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
-    sampler = TaskSampler(seed=cfg.seed)
+    sampler = TaskSampler(task_names(cfg.mix), seed=cfg.seed)
     log = []
     start = time.time()
     index = 0
     for step in range(1, cfg.steps + 1):
         tasks = sampler.draw(cfg.batch)
-        batch = [scenes.sample("train", index + i, t) for i, t in enumerate(tasks)]
+        batch = [training_sample(t, index + i) for i, t in enumerate(tasks)]
         index += cfg.batch
         inputs = answer_batch(vlm.tokenizer, batch, vlm)
         labels = inputs.pop("labels")
@@ -134,7 +153,10 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         features = model.get_image_features(inputs.pop("pixel_values"), inputs["image_grid_thw"], return_dict=True)
         logits = model(**inputs, mm_encoder_outputs={"image": features}).logits
         losses = per_sample_loss(logits, labels)
-        aux = sum(probe.losses(torch.cat(features.pooler_output), batch).values())
+        # The probe reads the world's 3x3 visual tokens; other images have their own token grids and no labels.
+        world = [i for i, t in enumerate(tasks) if not t.startswith(PHOTOS)]
+        seen = torch.cat([features.pooler_output[i] for i in world]) if world else None
+        aux = sum(probe.losses(seen, [batch[i] for i in world]).values()) if world else torch.zeros(())
         loss = losses.mean() + cfg.aux_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -150,6 +172,9 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
             acc = exact_match(vlm, scenes.samples("heldout", cfg.eval_n, start=10_000))
+            if "photos" in cfg.mix:
+                beyond = on_photos(vlm, cfg.eval_n // 2)
+                acc["photos"] = {part: {k: v for k, v in r.items() if k != "rows"} for part, r in beyond.items()}
             model.train()
             log.append({"step": step, "seconds": round(time.time() - start), "loss": loss.item(), **acc})
             print("eval", json.dumps(log[-1]), flush=True)
