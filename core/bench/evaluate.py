@@ -53,9 +53,6 @@ def exact_match(vlm: VisionLanguageModel, samples: list[scenes.Sample]) -> dict:
     return {"exact_match": sum(map(sum, hits.values())) / len(samples), "per_task": per_task}
 
 
-READ_TEXT = "What is written here?"
-
-
 @dataclass
 class Item:
     label: str  # where the image came from, for the report
@@ -93,7 +90,8 @@ def on_images(vlm: VisionLanguageModel, examples: TrainingData, prompt: str | No
         sample = examples[i]
         asked = prompt or sample.prompt
         reference = sample.answer if sample.answer is not None and not prompt else answers(sample.image).get(asked)
-        items.append(Item(describe_source(example.image), sample.image, asked, reference, asked == READ_TEXT))
+        reads = asked in photos.PARAPHRASES["read"]
+        items.append(Item(describe_source(example.image), sample.image, asked, reference, reads))
     return {"source": examples.source} | scored(vlm, items)
 
 
