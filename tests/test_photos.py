@@ -90,3 +90,15 @@ def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
     log = __import__("json").loads((out / "training_log.json").read_text())["log"][-1]
     assert np.isfinite(log["loss"]) and set(log["photos"]) == {"generated", "photographs"}
     assert VisionLanguageModel.from_pretrained(out).model.dtype.is_floating_point
+
+
+def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):
+    import torch
+
+    from core.training.target import VisionProbe
+    from core.world import scenes
+
+    probe = VisionProbe(tiny_target.text_config.hidden_size)
+    captions = [scenes.sample("train", i, "caption") for i in range(2)]  # no chart: no chart label or value
+    losses = probe.losses(torch.randn(2 * 9, tiny_target.text_config.hidden_size), captions)
+    assert set(losses) == {"patches", "cell"} and all(torch.isfinite(v) for v in losses.values())

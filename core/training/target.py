@@ -103,6 +103,8 @@ class VisionProbe(torch.nn.Module):
         targets = self.targets(batch)
         out = {}
         for name, head in self.heads.items():
+            if (targets[name] == -100).all():  # no sample of this batch has the fact (e.g. no chart): no loss, not NaN
+                continue
             logits = head(features).view(targets[name].numel(), -1)
             out[name] = torch.nn.functional.cross_entropy(logits, targets[name], ignore_index=-100)
         return out
@@ -155,8 +157,10 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         losses = per_sample_loss(logits, labels)
         # The probe reads the world's 3x3 visual tokens; other images have their own token grids and no labels.
         world = [i for i, t in enumerate(tasks) if not t.startswith(PHOTOS)]
-        seen = torch.cat([features.pooler_output[i] for i in world]) if world else None
-        aux = sum(probe.losses(seen, [batch[i] for i in world]).values()) if world else torch.zeros(())
+        aux = torch.zeros(())
+        if world and cfg.aux_weight:
+            seen = torch.cat([features.pooler_output[i] for i in world])
+            aux = sum(probe.losses(seen, [batch[i] for i in world]).values(), aux)
         loss = losses.mean() + cfg.aux_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
