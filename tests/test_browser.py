@@ -142,6 +142,32 @@ def test_race_shows_lanes_and_verdict(page, world_png):
     assert names[0] == "AR" and page.locator("#race-board .lane .tok").count() > 0
 
 
+RACE_DRAFT = DRAFT.replace("#spec-replay-view", "#race-replay-view")
+
+
+def test_race_replay_steps_through_each_lane(page, client, world_png):
+    path, prompt = world_png
+    page.locator("#race-verdict").get_by_text("Lossless", exact=False).wait_for(timeout=90_000)  # the race above
+    page.locator("#race-prompt textarea").fill(prompt)
+    page.get_by_role("button", name="Race").click()
+    page.locator("#race-verdict").get_by_text("Lossless", exact=False).wait_for(timeout=90_000)
+    page.locator("#race-replay-view .replay-head").wait_for(timeout=20_000)
+    drafters = page.locator("#race-board .lane-name").all_inner_texts()[1:]
+    events = client.predict(handle_file(str(path)), prompt, drafters, 4, 64, api_name="/race")[3]
+    page.locator("#race-replay-lane input").click()
+    assert page.get_by_role("option").all_inner_texts()[0] == "AR"
+    for lane in ("AR", drafters[0]):
+        page.locator("#race-replay-lane input").click()
+        page.get_by_role("option", name=lane, exact=True).click()
+        page.locator("#race-replay-view .replay-head").get_by_text(f"Round 0 of {len(events[lane]) - 1}").wait_for(
+            timeout=10_000)
+        page.locator("#race-replay-next").click()
+        page.locator("#race-replay-view .replay-head").get_by_text(f"Round 1 of {len(events[lane]) - 1}").wait_for(
+            timeout=10_000)
+        assert page.evaluate(RACE_DRAFT) == [[d["status"].replace(" ", "-"), d["text"]] for d in events[lane][1]["drafted"]]
+    page.locator("#race-replay").first.screenshot(path=str(ARTIFACTS / "race-replay.png"))
+
+
 def test_slider_release_updates_the_heatmap(page):
     page.get_by_role("tab", name="REAP pruning").click()
     page.get_by_role("button", name="Score & prune").click()

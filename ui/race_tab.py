@@ -18,7 +18,7 @@ from ui.examples import TASK_PROMPTS, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.race import Lane, race
 from ui.render import LEGEND, tokens_html
-from ui.replay import PACES, events_of, views_of
+from ui.replay import PACES, Controls, events_of, views_of
 from ui.replay import build as build_replay
 from ui.zerogpu import gpu
 
@@ -89,21 +89,22 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
             ar_tps = RunStats.of(lanes[0].rounds, lanes[0].seconds).tokens_per_second
             progress((sum(lane.done for lane in lanes), len(lanes)), desc="racing", unit="lanes finished")
             board = LEGEND + "<div class='lanes'>" + "".join(_lane_html(x, decode, ar_tps) for x in lanes) + "</div>"
-            yield board, "", _summary(lanes), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield board, "", _summary(lanes), *[gr.skip()] * 6
         AR_REFERENCE.record(lanes[0].seconds, len(lanes[0].token_ids))
         ran = [lane for lane in lanes if not lane.error]
         events = {lane.name: events_of(lane.rounds, decode) for lane in ran}
         views = {lane.name: views_of(lane.rounds, events[lane.name], decode) for lane in ran}
+        shown = ran[-1].name
         yield (board, _verdict(lanes), _summary(lanes), events, views,
-               gr.Dropdown(choices=[lane.name for lane in ran], value=ran[-1].name),
-               gr.Slider(maximum=max(len(ran[-1].rounds) - 1, 1), value=0))
+               gr.Dropdown(choices=[lane.name for lane in ran], value=shown),
+               *Controls.shown(events[shown], views[shown], 0))
 
 
 def build() -> None:
     with gr.Row():
         with gr.Column(scale=2):
             image = image_input(type="pil", label="Image", height=200, elem_id="race-image", sources=["upload", "clipboard"])
-            prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4)
+            prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4, elem_id="race-prompt")
             gr.Examples(world_examples(), [image, prompt], label="World samples", visible_columns=[0],
                         examples_per_page=8)
             drafters = gr.CheckboxGroup(
@@ -123,5 +124,5 @@ def build() -> None:
             events, views = gr.JSON(visible=False), gr.JSON(visible=False)
             replay = build_replay("race", events, views, pace, lanes=True)
     run.click(run_race, [image, prompt, drafters, gamma, max_new],
-              [board, verdict, summary, events, views, replay.lane, replay.slider],
+              [board, verdict, summary, events, views, replay.lane, replay.slider, replay.view, replay.tree],
               api_name="race", concurrency_id="decode", show_progress_on=[summary])

@@ -144,10 +144,20 @@ def tree_for(k, events, lane=None) -> go.Figure:
 
 @dataclass
 class Controls:
-    """What a run's outputs update: the scrubber's range, and in a race the lane choice."""
+    """What a run's outputs update (`shown` gives their values): the scrubber, the round's view and figure, and in a
+    race the lane choice. The view is set with the run, not left to the scrubber's change event, which does not fire
+    when a new run ends on the round the scrubber already shows."""
 
     slider: gr.Slider
+    view: gr.HTML
+    tree: gr.Plot
     lane: gr.Dropdown | None
+
+    @staticmethod
+    def shown(events: list[dict], views: list[str], k: int) -> tuple:
+        """The scrubber at round k of a run, that round's view and its draft figure."""
+        return (gr.Slider(maximum=max(len(views) - 1, 1), value=k), views[k] if views else "",
+                tree_figure(events[k] if events else None))
 
 
 def build(prefix: str, events: gr.JSON, views: gr.JSON, pace: gr.Radio, lanes: bool = False) -> Controls:
@@ -175,6 +185,6 @@ def build(prefix: str, events: gr.JSON, views: gr.JSON, pace: gr.Radio, lanes: b
     nxt.click(None, [*lane_in, slider, views], slider, js=last)
     go_.click(play, [slider, views, pace, *lane_in], slider, api_visibility="private", concurrency_limit=None)
     if lane is not None:
-        lane.change(lambda name, v: gr.Slider(maximum=max(len((v or {}).get(name, [])) - 1, 1), value=0),
-                    [lane, views], slider, queue=False, api_visibility="private")
-    return Controls(slider, lane)
+        lane.change(lambda name, v, e: Controls.shown(_of_lane(e, name), _of_lane(v, name), 0), [lane, views, events],
+                    [slider, view, tree], queue=False, api_visibility="private")
+    return Controls(slider, view, tree, lane)

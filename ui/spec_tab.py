@@ -19,7 +19,7 @@ from ui.charts import figure
 from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.render import LABELS, tokens_html
-from ui.replay import PACES, events_of, views_of
+from ui.replay import PACES, Controls, events_of, views_of
 from ui.replay import build as build_replay
 from ui.stats import cards_html
 from ui.zerogpu import gpu
@@ -86,12 +86,13 @@ def _rounds(session, target, drafter, max_new_tokens, pace_ms, progress):
             plot, plotted = figure(rounds, stats), time.perf_counter()
         yield (tokens_html(rounds, decode), cards_html(stats, ar, note), plot, log,
                target.tokenizer.decode([t for x in rounds for t in x.emitted], skip_special_tokens=True).strip(),
-               gr.skip(), gr.skip(), gr.skip())
+               *[gr.skip()] * 5)
         if pace_ms:
             time.sleep(pace_ms / 1000)
-    last, events = len(rounds) - 1, events_of(rounds, decode)
-    yield (gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip(), events, views_of(rounds, events, decode),
-           gr.Slider(maximum=max(last, 1), value=last))
+    events = events_of(rounds, decode)
+    views = views_of(rounds, events, decode)
+    yield (gr.skip(), gr.skip(), figure(rounds, stats), gr.skip(), gr.skip(), events, views,
+           *Controls.shown(events, views, len(rounds) - 1))
     if drafter is None:
         AR_REFERENCE.record(seconds, stats.tokens)
 
@@ -157,7 +158,8 @@ def build() -> None:
     preset.change(lambda task: TASK_PROMPTS[task], preset, prompt, queue=False, api_visibility="private")
     run.click(generate, [image, prompt, model, drafter, gamma, temperature, top_p, seed, max_new, keep, drafting,
                          tree_top_k, tree_total, pace],
-              [tokens, stats, plot, log, text, events, views, replay.slider], api_name="generate",
+              [tokens, stats, plot, log, text, events, views, replay.slider, replay.view, replay.tree],
+              api_name="generate",
               concurrency_id="decode", show_progress_on=[text]  # an overlay on the tokens would hide them while they stream
               ).then(what_the_pixels_say, [image, prompt, text], reference, api_visibility="private")
     gr.on([image.change, prompt.change], what_the_pixels_say, [image, prompt], reference, api_visibility="private",
