@@ -22,7 +22,7 @@ import random
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from core.world.describe import answers, layout
+from core.world.describe import answers
 from core.world.scenes import OCR_WORDS, POSITIONS, SPLITS, Sample
 
 SOURCES = ("procedural", "text", "photo")
@@ -155,7 +155,7 @@ def _question(rng: random.Random, task: str, image: Image.Image, text: str | Non
     if task == "read":
         return rng.choice(PARAPHRASES["read"]), text if text is not None else NO_TEXT
     if task == "unknown":
-        return rng.choice(PARAPHRASES["unknown"]), f"I can only describe colours and layout: {layout(image).description()}"
+        return rng.choice(PARAPHRASES["unknown"]), f"I can only describe colours and layout: {found['Describe the image.']}"
     canonical = {"layout": "Describe the image.", "colours": "What are the main colours?",
                  "brightest": "Which region is the brightest?"}[task]
     return rng.choice(PARAPHRASES[task]), found[canonical]
