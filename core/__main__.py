@@ -19,8 +19,16 @@ def _train(args) -> None:
         from core.reap.train_moe import run
     elif args.what == "dream":
         from core.training.dream import run
+    elif args.what == "eagle3":
+        from core.training.eagle3 import run
     else:
         from core.training.massv import run
+    run(args)
+
+
+def _export(args) -> None:
+    from core.drafters.eagle3.formats import run
+
     run(args)
 
 
@@ -72,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train an embedded model, or a drafter for your target and images")
-    train.add_argument("what", choices=["target", "text-drafter", "massv", "dream", "moe"])
+    train.add_argument("what", choices=["target", "text-drafter", "massv", "dream", "eagle3", "moe"])
     train.add_argument("--steps", type=int)
     train.add_argument("--batch", type=int)
     train.add_argument("--lr", type=float)
@@ -88,25 +96,39 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
     train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")
     train.add_argument("--prompts", type=int,
-                       help="massv phase 2, dream: training prompts the target answers (your data: the first N)")
+                       help="massv phase 2, dream, eagle3: training prompts the target answers (your data: the first N)")
     train.add_argument("--samples-per-prompt", dest="samples_per_prompt", type=int)
     train.add_argument("--temperature", type=float, help="massv phase 2: the target's sampling temperature")
     train.add_argument("--max-new-tokens", dest="max_new_tokens", type=int,
-                       help="massv phase 2, dream: the longest response the target gives (default 64)")
-    train.add_argument("--data", help="dream: a self-distillation set to reuse when it matches the target")
+                       help="massv phase 2, dream, eagle3: the longest response the target gives (default 64)")
+    train.add_argument("--data", help="dream, eagle3: a self-distillation set to reuse when it matches the target")
     train.add_argument("--intermediate", help="dream: entropy (default), none, or a fixed depth such as 0.5")
-    train.add_argument("--mlp-size", type=int, help="dream: hidden size of the adapter's MLPs (default: the target's)")
+    train.add_argument("--mlp-size", type=int, help="dream, eagle3: hidden size of the MLPs (default: the target's)")
     train.add_argument("--draft-vocab", type=int,
-                       help="dream: propose only the N tokens the target's answers use most (default: every token)")
+                       help="dream, eagle3: propose only the N tokens the target's answers use most (default: dream "
+                            "every token, eagle3 256)")
     train.add_argument("--rollout", type=int,
-                       help="dream: draft depths trained on the adapter's own predicted features (EAGLE-3's "
-                            "training-time test; default 1: teacher forcing only)")
+                       help="dream, eagle3: draft depths trained on the drafter's own predicted states (EAGLE-3's "
+                            "training-time test; default dream 1, eagle3 3)")
+    train.add_argument("--layers", help="eagle3: the target layers fc fuses, e.g. 2,6,9 (transformers' hidden_states "
+                                        "indices; default vLLM's 2, L/2, L-3)")
     train.add_argument("--data-dir", dest="data_dir",
-                       help="massv, dream: train on your images: DIR holds them and a metadata.jsonl (file_name, "
+                       help="massv, dream, eagle3: train on your images: DIR holds them and a metadata.jsonl (file_name, "
                             "prompt, optional answer) instead of the procedural world (core/training/training_data.py)")
     train.add_argument("--hf-dataset", dest="hf_dataset", metavar="NAME[:SPLIT]",
-                       help="massv, dream: train on a datasets dataset with columns image, prompt, optional answer")
+                       help="massv, dream, eagle3: train on a datasets dataset with columns image, prompt, optional answer")
     train.set_defaults(func=_train)
+
+    export = sub.add_parser("export", help="write a drafter in a serving engine's format (eagle3: speculators for "
+                                           "vLLM, specforge for SGLang)")
+    export.add_argument("what", choices=["eagle3"])
+    export.add_argument("--weights", default=str(EMBEDDED_PATHS["eagle3"]),
+                        help="the drafter's directory (either format)")
+    export.add_argument("--format", required=True, choices=["speculators", "specforge"])
+    export.add_argument("--target", help="the target whose embeddings a SpecForge checkpoint carries (default: the "
+                                         "verifier the checkpoint names)")
+    export.add_argument("--out", required=True)
+    export.set_defaults(func=_export)
 
     ev = sub.add_parser("eval-target", help="the target's accuracy: world samples, or your images (--images)")
     ev.add_argument("--model", default=str(EMBEDDED_PATHS["target"]))
@@ -123,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--image", help="image file (omit for a text-only prompt)")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--drafter", default="none",
-                     help="none, text, massv-phase1, massv, dream; options after a colon: dream:keep=0.5,tree=4x32")
+                     help="none, text, massv-phase1, massv, dream, eagle3; options after a colon: dream:keep=0.5,tree=4x32, "
+                          "eagle3:tree=4x32, eagle3:weights=DIR (a speculators or SpecForge checkpoint)")
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_options(gen)
     gen.set_defaults(func=_generate)

@@ -8,6 +8,8 @@ from helpers import TINY_DRAFTER, TINY_TARGET
 from transformers import Qwen2ForCausalLM
 
 from core.drafters.dream import DreamAdapter, DreamConfig, DreamDrafter
+from core.drafters.eagle3.drafter import Eagle3Drafter
+from core.drafters.eagle3.model import Eagle3Config, Eagle3Model
 from core.drafters.text import TextDrafter
 from core.models.embedded import new_target, new_text_drafter, save_vlm
 from core.models.tokenizer import train_tokenizer
@@ -67,6 +69,22 @@ def tiny_dream(tiny_target):
         adapter.cross.attn_gate.fill_(1.0)
         adapter.cross.mlp_gate.fill_(1.0)
     return DreamDrafter(adapter, tiny_target)
+
+
+@pytest.fixture(scope="session")
+def tiny_eagle3(tiny_target):
+    """A random EAGLE-3 drafter for the tiny target (2 layers: it reads hidden_states 0, 1, 2), over a draft
+    vocabulary of half the tokens, the end-of-sequence ones included."""
+    torch.manual_seed(0)
+    cfg = Eagle3Config.for_target(tiny_target, draft_vocab_size=tiny_target.text_config.vocab_size // 2,
+                                  layer_ids=(0, 1, 2))
+    model = Eagle3Model(cfg)
+    stops = sorted(tiny_target.eos_token_ids)
+    others = [i for i in torch.randperm(cfg.vocab_size).tolist() if i not in stops]
+    model.set_draft_vocab(torch.tensor(sorted(stops + others[: cfg.draft_vocab_size - len(stops)])))
+    with torch.no_grad():
+        model.embed_tokens.weight.copy_(tiny_target.model.get_input_embeddings().weight)
+    return Eagle3Drafter(model, tiny_target)
 
 
 def _qwen2_config(text):

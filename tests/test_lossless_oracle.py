@@ -25,13 +25,14 @@ from core.decoding.engine import SpeculativeEngine
 from core.decoding.fast_path import FastPath
 from core.decoding.tree import TreeShape, is_chain
 from core.drafters.dream import DreamDrafter
+from core.drafters.eagle3.drafter import Eagle3Drafter
 from core.models.registry import DRAFTERS, load_drafter, load_target
 from core.world import scenes
 
 # The trained target ends its answers within ~42 tokens, so to compare at least 48 the long runs ignore EOS on both
 # sides (the engine: a target whose eos set is empty; generate: eos_token_id=None); test_stopping_at_eos_* keep it.
 N_NEW = 48
-SPECS = [*DRAFTERS, "dream:tree=4x16"]  # text, massv-phase1, massv, dream (chain), and DREAM drafting trees
+SPECS = [*DRAFTERS, "dream:tree=4x16", "eagle3:tree=4x16"]  # every shipped drafter, and DREAM's and EAGLE-3's trees
 
 
 def _photo() -> tuple[Image.Image, str]:
@@ -151,7 +152,7 @@ def test_greedy_speculation_equals_transformers_generate(target, reference, spec
         assert any(r.parents is not None and not is_chain(r.parents) for r in out.rounds)  # trees were verified
 
 
-@pytest.mark.parametrize("spec", ["text", "massv", "dream:tree=4x16"])
+@pytest.mark.parametrize("spec", ["text", "massv", "dream:tree=4x16", "eagle3"])
 def test_static_cache_equals_transformers_generate(target, reference, spec):
     """The GPU fast path's static KV cache (its crop, and the padded tree mask), run eagerly on CPU."""
     image, prompt = _input("world-caption")
@@ -176,15 +177,18 @@ def test_stopping_at_eos_matches_transformers_generate(target, spec, name, gamma
     assert expected[-1] in target.eos_token_ids and len(expected) < budget  # it stopped at EOS, not the budget
 
 
-def test_tiny_random_target_equals_transformers_generate(tiny_target, tiny_text_drafter, twin_drafter, tiny_dream):
-    """A target built from a config with random weights (tests/conftest.py), random and twin drafters, a DREAM tree:
-    nothing here was trained, so agreement cannot come from the models being predictable."""
+def test_tiny_random_target_equals_transformers_generate(tiny_target, tiny_text_drafter, twin_drafter, tiny_dream,
+                                                         tiny_eagle3):
+    """A target built from a config with random weights (tests/conftest.py), random and twin drafters, DREAM and
+    EAGLE-3 trees: nothing here was trained, so agreement cannot come from the models being predictable."""
     sample = scenes.sample("heldout", 4, "caption")
     tree = DreamDrafter(tiny_dream.adapter, tiny_target, "tiny-dream-tree", tree=TreeShape(4, 16))
+    eagle3_tree = Eagle3Drafter(tiny_eagle3.model, tiny_target, "tiny-eagle3-tree", tree=TreeShape(4, 16))
     engine = SpeculativeEngine(without_eos(tiny_target))
     for image, prompt in ((sample.image, sample.prompt), (None, "Describe the image.")):
         expected = hf_greedy(tiny_target, image, prompt, N_NEW, stop_at_eos=False)
-        for drafter, gamma in ((tiny_text_drafter, 4), (twin_drafter, 8), (tiny_dream, 4), (tree, 8)):
+        for drafter, gamma in ((tiny_text_drafter, 4), (twin_drafter, 8), (tiny_dream, 4), (tree, 8),
+                               (tiny_eagle3, 4), (eagle3_tree, 8)):
             out = engine.generate(image, prompt, drafter, gamma=gamma, max_new_tokens=N_NEW)
             assert out.token_ids == expected, (drafter.name, image is None, _first_difference(out.token_ids, expected))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from core.world import photos
 from core.world.describe import answers, layout
@@ -102,3 +103,13 @@ def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):
     captions = [scenes.sample("train", i, "caption") for i in range(2)]  # no chart: no chart label or value
     losses = probe.losses(torch.randn(2 * 9, tiny_target.text_config.hidden_size), captions)
     assert set(losses) == {"patches", "cell"} and all(torch.isfinite(v) for v in losses.values())
+
+
+def test_the_heldout_photographs_are_written_whole(tmp_path):
+    pytest.importorskip("skimage", reason="scikit-image is not installed (the photos extra)")
+    from skimage import data
+
+    paths = photos.write_heldout_photos(str(tmp_path))
+    assert [p.rsplit("/", 1)[1] for p in paths] == [f"{name}.png" for name in photos.HELDOUT_PHOTOS]
+    astronaut = Image.open(tmp_path / "astronaut.png")
+    assert astronaut.size == data.astronaut().shape[1::-1] and astronaut.mode == "RGB"

@@ -58,7 +58,7 @@ class OracleTreeDrafter:
     and the right branch stops being right after `correct_depth` levels."""
 
     name = "oracle-tree"
-    reads_target_features = False
+    feature_layers = ()
     drafts_trees = True
     assistant_model = None
 

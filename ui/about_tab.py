@@ -31,6 +31,13 @@ attention entropy is lowest, chosen per token. At inference only the visual toke
 (greedy decoding); the token view then shows the branch the target accepted. As in EAGLE-3, the drafter may
 propose from a reduced vocabulary (the tokens the target answers with most), which makes its LM head cheaper.
 
+**EAGLE-3** ([arXiv 2503.01840](https://arxiv.org/abs/2503.01840)): the feature-based drafter vLLM and SGLang serve
+for Qwen2.5-VL targets. One decoder layer reads [token embedding; a state], where the state is the target's low,
+middle and high layer states fused by a linear layer (its own output once it drafts past what the target has
+seen), and proposes from a reduced vocabulary; it is trained with EAGLE-3's training-time test. It sees the image
+only through the target's states. Its checkpoints are in the speculators format (vLLM) and export to SpecForge's
+(SGLang): `python -m core export eagle3`.
+
 **REAP** ([arXiv 2510.13999](https://arxiv.org/abs/2510.13999)): prunes Mixture-of-Experts layers by router-weighted
 expert activation, score S_j = mean over routed tokens of g_j(x)·‖f_j(x)‖, and shows that pruning keeps
 quality where merging experts collapses the router's input-dependent mixing.
@@ -48,6 +55,7 @@ values and labels).
 | text drafter | a 1-layer Qwen2 LM sharing the target's tokenizer; sees the prompt text, not the image |
 | MASSV drafter | that text drafter plus a projector from the target's vision features, trained in MASSV's two phases |
 | DREAM drafter | a 3-block adapter at the target's width (192, MLPs 256 wide) on the target's features, proposing from the 170 tokens the target answers with; trained on its answers |
+| EAGLE-3 drafter | one Llama layer at the target's width over its layers 2, 6 and 9, proposing from the 256 tokens the target answers with most; trained on its answers with a 3-step training-time test |
 
 They know nothing outside that world: a photograph gets a confident description of shapes that are not there.
 So under every answer the app shows **what the pixels say** (`core/world/describe.py`): for any image, its tone
@@ -62,8 +70,9 @@ speeds are those of a 7.8M-parameter model on this server's CPU.
 The model lists also name real models (`core/models/presets.py`): Qwen2.5-VL-3B / 7B-Instruct with Qwen2.5-0.5B / 1.5B
 text drafters, and OLMoE, Qwen1.5-MoE, Qwen3-30B-A3B and Mixtral-8x7B for REAP. They go through the same code as
 the embedded models and are offered when this server can reach the Hugging Face hub or has them in its local
-cache; otherwise the list says why they are disabled. MASSV and DREAM weights for them are trained with
-`python -m core train massv|dream --target REPO --out DIR` (on your own images with `--data-dir`). On a GPU, decoding uses static KV caches and CUDA graphs.
+cache; otherwise the list says why they are disabled. MASSV, DREAM and EAGLE-3 weights for them are trained with
+`python -m core train massv|dream|eagle3 --target REPO --out DIR` (on your own images with `--data-dir`); for
+Qwen2.5-VL-7B the EAGLE-3 entry is the published `Rayzl/qwen2.5-vl-7b-eagle3-sgl` (SpecForge). On a GPU, decoding uses static KV caches and CUDA graphs.
 """
 
 

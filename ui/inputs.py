@@ -60,11 +60,12 @@ def whole(value, name: str) -> int:
 
 
 def drafter_spec(name: str, keep_ratio=0.75, mode: str = "chain", top_k=4, total=16) -> str:
-    """The registry's drafter spec for the chosen drafter and its settings (only DREAM takes any)."""
-    if name != "dream":
+    """The registry's drafter spec for the chosen drafter and its settings (DREAM: keep ratio and trees; EAGLE-3:
+    trees; the others take none)."""
+    if name not in ("dream", "eagle3"):
         return name
     tree = f"{whole(top_k, 'tree top-k')}x{whole(total, 'tree total tokens')}" if mode == "tree" else "chain"
-    return f"dream:keep={float(keep_ratio)},tree={tree}"
+    return f"dream:keep={float(keep_ratio)},tree={tree}" if name == "dream" else f"eagle3:tree={tree}"
 
 
 def sampling(temperature, top_p) -> SamplingConfig:

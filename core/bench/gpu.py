@@ -141,7 +141,7 @@ class ScriptedDrafter:
     """A real drafter's forward (its cost) proposing the target's own greedy continuation, cut so that on average
     `tau - 1` drafts are accepted per round: how a drafter of that quality would fare, on random weights."""
 
-    reads_target_features = False
+    feature_layers = ()
     drafts_trees = False
     assistant_model = None
 

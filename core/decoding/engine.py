@@ -13,10 +13,10 @@ with the lossless rule in core/decoding/sampling.py, and crops the target's KV c
 With no drafter a round is one plain decode step, so autoregressive decoding (the baseline) runs through the same
 code. The image is encoded once per request. The engine owns each request's state (`DecodingSession`); drafters
 read it through a `DraftContext` (core/decoding/session.py): the request, the image features, the committed tokens
-and, for drafters that read the target's own states (`reads_target_features`: DREAM), its last-layer features of
-every committed position, plus a `PrefillRecord` at start; for other drafters the target returns no hidden states
-at all. On a GPU the steps run through core/decoding/fast_path.py (static caches, CUDA graphs); on CPU they are
-plain eager calls.
+and, for drafters that read the target's own states (`feature_layers`: DREAM's last layer, EAGLE-3's low, middle and
+high ones), those states of every committed position, plus a `PrefillRecord` at start; for other drafters the
+target returns no hidden states at all. On a GPU the steps run through core/decoding/fast_path.py (static caches,
+CUDA graphs); on CPU they are plain eager calls.
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ from core.models.vlm import VisionLanguageModel, decode_positions
 MAX_GAMMA = 16
 
 
+def read_features(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
+    """[n, len(layers) x H]: the states a drafter reads, of the one sequence, concatenated in its order."""
+    return torch.cat([hidden_states[i][0] for i in layers], dim=-1)
+
+
 class DecodingSession:
     """One request, decoded round by round: `step()` returns the next Round (the first is the prefill) or None once
     the answer is complete; `close()` (or leaving a `with` block) frees its caches. The engine's own state:
@@ -49,7 +54,8 @@ class DecodingSession:
         self.engine, self.context, self.drafter = engine, context, drafter
         self.gamma, self.max_new_tokens = gamma, max_new_tokens
         self.committed = context.committed
-        self.reads_features = drafter is not None and drafter.reads_target_features
+        self.feature_layers = () if drafter is None else tuple(drafter.feature_layers)
+        self.reads_features = bool(self.feature_layers)
         self.cache = None  # the target's KV cache
         self.rope_delta = 0
         self.prefill: PrefillRecord | None = None  # for the drafter's start only: all layers' prompt states are large
@@ -159,7 +165,7 @@ class SpeculativeEngine:
             **({"mm_encoder_outputs": {"image": features}} if features is not None else {}),
         )
         if session.reads_features:
-            session.committed.features = out.hidden_states[-1][0]
+            session.committed.features = read_features(out.hidden_states, session.feature_layers)
             session.prefill = PrefillRecord(out.hidden_states, positions, session.cache.layers[-1].keys)
         token = sample(distribution(out.logits[0], context.sampling)[0], context.sampling, context.generator)
         session.committed.tokens.append(token)
@@ -167,8 +173,8 @@ class SpeculativeEngine:
 
     def _target_forward(self, session: DecodingSession, tokens: list[int], position_ids: torch.Tensor | None = None,
                         attention_mask: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Target logits [n, V] and, when the drafter reads them, last-layer states [n, H] for tokens appended after
-        the cached prefix (a chain by default; a tree passes its own positions and mask)."""
+        """Target logits [n, V] and, when the drafter reads them, its layers' states [n, layers x H] for tokens appended
+        after the cached prefix (a chain by default; a tree passes its own positions and mask)."""
         model = self.target.model
         if position_ids is None:
             start = int(session.cache.get_seq_length())  # a static cache returns its live counter tensor
@@ -181,7 +187,8 @@ class SpeculativeEngine:
             output_hidden_states=session.reads_features,
             **({"attention_mask": attention_mask} if attention_mask is not None else {}),
         )
-        return out.logits[0], out.hidden_states[-1][0] if session.reads_features else None
+        states = read_features(out.hidden_states, session.feature_layers) if session.reads_features else None
+        return out.logits[0], states
 
     def _keep_features(self, session: DecodingSession, states: torch.Tensor | None) -> None:
         """Extend the committed features to every committed position but the newest (its state is not computed yet)."""

@@ -22,7 +22,7 @@ class Committed:
     """What the engine has committed so far; written by the engine only."""
 
     tokens: list[int] = field(default_factory=list)  # new tokens, the prompt excluded
-    features: torch.Tensor | None = None  # [positions, H] target last-layer states, all but the newest token
+    features: torch.Tensor | None = None  # [positions, layers x H] the target states the drafter reads, all but the newest token
 
 
 @dataclass(frozen=True)
@@ -56,5 +56,6 @@ class DraftContext:
 
     @property
     def features(self) -> torch.Tensor | None:
-        """The target's last-layer states of every committed position but the newest (feature-reading drafters)."""
+        """The target's states the drafter reads (its `feature_layers`, concatenated) of every committed position but
+        the newest."""
         return self.committed.features

@@ -5,7 +5,8 @@ request's caches, so concurrent requests never share state. `DraftRun.propose(co
 tokens that continue `context.generated`, drawing each from the distribution it returns (so the engine's acceptance
 rule stays lossless), and stops early where `keep_drafting` says so; a drafter that `drafts_trees` may return a tree
 instead (greedy decoding only, gamma = its depth). The context is the engine's read-only view of the request
-(core/decoding/session.py); `prefill` is the target's prompt record for drafters that `reads_target_features`.
+(core/decoding/session.py); `prefill` is the target's prompt record for drafters that read its states
+(`feature_layers`).
 
 Cache rollback is generic: a run remembers which tokens its KV cache holds, and on each proposal crops the cache
 to the longest prefix shared with the committed sequence and feeds the rest. Rejected drafts vanish; accepted ones
@@ -49,7 +50,9 @@ class Drafter(Protocol):
     """What the engine and the benchmarks may ask of any drafter."""
 
     name: str
-    reads_target_features: bool  # the engine then keeps the target's last-layer states and hands start a prefill
+    # The target's hidden_states the drafter reads (0 = embeddings, -1 = the last layer's, normed); () = none. The
+    # engine then keeps them, concatenated, for every committed position and hands `start` a prefill record.
+    feature_layers: tuple[int, ...]
     drafts_trees: bool  # propose may return a tree (greedy decoding)
     assistant_model: PreTrainedModel | None  # a causal LM transformers' assisted generation could pair with the target
 

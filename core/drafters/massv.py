@@ -44,7 +44,7 @@ def multimodal_embeds(lm: PreTrainedModel, projector: Projector, input_ids: torc
 
 
 class MassvDrafter:
-    reads_target_features = False
+    feature_layers = ()
     drafts_trees = False
 
     def __init__(self, lm: PreTrainedModel, projector: Projector, name: str = "massv"):

@@ -53,7 +53,7 @@ class TextDraftRun:
 class TextDrafter:
     """A small causal LM sharing the target's tokenizer that never sees the image."""
 
-    reads_target_features = False
+    feature_layers = ()
     drafts_trees = False
 
     def __init__(self, model: PreTrainedModel, name: str = "text"):

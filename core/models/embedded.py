@@ -33,6 +33,7 @@ EMBEDDED_PATHS = {
     "massv-phase1": ASSETS / "massv-phase1",
     "massv": ASSETS / "massv",
     "dream": ASSETS / "dream",
+    "eagle3": ASSETS / "eagle3",
 }
 
 

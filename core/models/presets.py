@@ -31,7 +31,7 @@ def trained_weights(short_name: str, drafter: str) -> Path:
 
 @dataclass(frozen=True)
 class DrafterSource:
-    kind: str  # a loader in core.models.registry.DRAFTER_KINDS: "text", "massv" or "dream"
+    kind: str  # a loader in core.models.registry.DRAFTER_KINDS: "text", "massv", "dream" or "eagle3"
     weights: str  # a local directory or a hub repo id
     note: str = ""
 
@@ -64,7 +64,9 @@ GPU_BF16 = LoadOptions(dtype="bfloat16", device_map="auto")
 LOCAL_DEVICE = LoadOptions(device_map="cuda" if torch.cuda.is_available() else None)  # the embedded models: float32
 
 
-def _hub_vlm(repo: str, short: str, text_drafter: str, note: str) -> VLMPreset:
+def _hub_vlm(repo: str, short: str, text_drafter: str, note: str, eagle3: str = "") -> VLMPreset:
+    eagle3_note = (f"published EAGLE-3 drafter {eagle3}" if eagle3 else
+                   f"EAGLE-3 (train: python -m core train eagle3 --target {repo} --out {trained_weights(short, 'eagle3')})")
     return VLMPreset(repo, {
         "text": DrafterSource("text", text_drafter, f"{text_drafter}, never sees the image"),
         "massv": DrafterSource("massv", str(trained_weights(short, "massv")),
@@ -73,6 +75,7 @@ def _hub_vlm(repo: str, short: str, text_drafter: str, note: str) -> VLMPreset:
         "dream": DrafterSource("dream", str(trained_weights(short, "dream")),
                                f"adapter at the target's width (train: python -m core train dream --target {repo} "
                                f"--out {trained_weights(short, 'dream')})"),
+        "eagle3": DrafterSource("eagle3", eagle3 or str(trained_weights(short, "eagle3")), eagle3_note),
     }, GPU_BF16, note)
 
 
@@ -84,11 +87,14 @@ VLM_PRESETS: dict[str, VLMPreset] = {
                                "MASSV (text drafter + projector on the target's vision features)"),
         "dream": DrafterSource("dream", str(EMBEDDED_PATHS["dream"]),
                                "DREAM (cross-attention adapter on the target's features, 75 % of visual tokens)"),
+        "eagle3": DrafterSource("eagle3", str(EMBEDDED_PATHS["eagle3"]),
+                                "EAGLE-3 (one layer over the target's low, middle and high states; vLLM / SGLang format)"),
     }, LOCAL_DEVICE, note="Qwen2.5-VL architecture, 7.8M params, trained on the synthetic world", hub=False),
     "Qwen/Qwen2.5-VL-3B-Instruct": _hub_vlm("Qwen/Qwen2.5-VL-3B-Instruct", "qwen2.5-vl-3b",
                                             "Qwen/Qwen2.5-0.5B-Instruct", "one GPU, ~8 GB in bf16"),
     "Qwen/Qwen2.5-VL-7B-Instruct": _hub_vlm("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b",
-                                            "Qwen/Qwen2.5-1.5B-Instruct", "one GPU, ~17 GB in bf16 (MASSV's pair)"),
+                                            "Qwen/Qwen2.5-1.5B-Instruct", "one GPU, ~17 GB in bf16 (MASSV's pair)",
+                                            eagle3="Rayzl/qwen2.5-vl-7b-eagle3-sgl"),
 }
 
 MOE_PRESETS: dict[str, MoEPreset] = {

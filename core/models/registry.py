@@ -6,7 +6,7 @@ once and cached.
     dream = load_drafter("dream:keep=0.5,tree=4x32")      # options after a colon, for the drafters that take them
     mine = load_drafter("massv:weights=runs/massv", "path/to/target")   # any drafter kind, weights from a directory
 
-A drafter name is one of the target preset's drafters, or a drafter kind (text, massv, dream) with `weights=`.
+A drafter name is one of the target preset's drafters, or a drafter kind (text, massv, dream, eagle3) with `weights=`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from core.decoding.tree import TreeShape
 from core.drafters.base import Drafter
 from core.drafters.dream import DreamDrafter
+from core.drafters.eagle3.drafter import Eagle3Drafter
 from core.drafters.massv import MassvDrafter
 from core.drafters.text import TextDrafter
 from core.models.loading import LoadOptions, presets_only
@@ -33,11 +34,17 @@ def _dream(target: VisionLanguageModel, weights: str, name: str, load: LoadOptio
                                         tree=None if tree in (None, "chain") else TreeShape.parse(tree))
 
 
+def _eagle3(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, tree: str | None = None) -> Drafter:
+    return Eagle3Drafter.from_pretrained(weights, target, name,
+                                         tree=None if tree in (None, "chain") else TreeShape.parse(tree))
+
+
 # kind -> loader(target, weights, display name, load options, **options)
 DRAFTER_KINDS: dict[str, Callable[..., Drafter]] = {
     "text": lambda target, weights, name, load: TextDrafter.from_pretrained(weights, name, load),
     "massv": lambda target, weights, name, load: MassvDrafter.from_pretrained(weights, name, load),
     "dream": _dream,
+    "eagle3": _eagle3,
 }
 # The embedded target's drafters by name (what the app and the benchmarks offer by default).
 DRAFTERS: dict[str, DrafterSource] = VLM_PRESETS[EMBEDDED].drafters

@@ -35,26 +35,19 @@ from torch.nn import functional as F
 from transformers import get_cosine_schedule_with_warmup
 
 from core.drafters.dream import AdapterCache, DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
-from core.models.embedded import EMBEDDED_PATHS, shipped_output
+from core.models.embedded import shipped_output
 from core.models.vlm import VisionLanguageModel
 from core.training import training_data
 from core.training.batches import answer_batch
-from core.training.self_distill import DistillConfig, load_or_make, training_samples
+from core.training.self_distill import DistilledDrafterConfig, training_samples
 
 
 @dataclass
-class DreamTrainConfig:
+class DreamTrainConfig(DistilledDrafterConfig):
     steps: int = 1500
     batch: int = 32
     lr: float = 1e-3
     seed: int = 0
-    target: str = str(EMBEDDED_PATHS["target"])
-    data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
-    prompts: int = 2048
-    max_new_tokens: int = 64  # the longest response the target gives when the set is generated
-    data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
-    hf_dataset: str = ""
-    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
     intermediate: str = "entropy"  # "entropy", "none", or a depth fraction such as "0.5"
     mlp_size: int = 0  # hidden size of the adapter's MLPs; 0: the target's intermediate size
     draft_vocab: int = 0  # propose only the N tokens the target answers with most often; 0: the whole vocabulary
@@ -113,7 +106,7 @@ def extract(target: VisionLanguageModel, samples, cfg: DreamTrainConfig, chunk: 
     try:
         for start in range(0, len(samples), chunk):
             part = samples[start:start + chunk]
-            inputs = answer_batch(target.tokenizer, part, target)
+            inputs = {k: v.to(model.device) for k, v in answer_batch(target.tokenizer, part, target).items()}
             labels = inputs.pop("labels")
             out = model(**inputs, output_hidden_states=True, output_attentions=True)
             states = out.hidden_states  # [0] embeddings, [l + 1] output of layer l, [-1] final (normed)
@@ -147,7 +140,7 @@ def extract(target: VisionLanguageModel, samples, cfg: DreamTrainConfig, chunk: 
 def draft_vocabulary(batches: list[Batch], size: int, stop_ids: list[int]) -> torch.Tensor:
     """EAGLE-3's reduced draft vocabulary: the (at most) `size` tokens the target's responses use most, end-of-sequence
     tokens always among them, sorted. The LM head over these rows alone is what a draft step pays for. Training still
-    distils the full distribution; drafting renormalises it over these tokens (core/drafters/dream.py, draft_distribution)."""
+    distils the full distribution; drafting renormalises it over these tokens (core/drafters/dream/drafter.py, to_vocab)."""
     counts = Counter()
     for batch in batches:
         counts.update(batch.input_ids[:, 1:][batch.predict[:, :-1]].tolist())
@@ -188,17 +181,28 @@ def rollout_masks(attention_mask: torch.Tensor, readable: torch.Tensor, depth: i
     (from the target's features) up to c, then pass q's key at c + q, the drafted positions in between. Memory
     [B, 1, T, T]: the target features of positions before c, all the target has computed by then."""
     batch, length = attention_mask.shape
-    i, j = torch.arange(length).view(-1, 1), torch.arange(length).view(1, -1)
+    i = torch.arange(length, device=attention_mask.device).view(-1, 1)
+    j = i.view(1, -1)
     blocks = [(j <= i - depth)[None] & attention_mask.bool()[:, None, :]]
     blocks += [(j == i - depth + q).expand(batch, length, length) for q in range(1, depth + 1)]
     memory = (j < i - depth)[None] & readable[:, None, :]
     return torch.cat(blocks, -1).unsqueeze(1), memory.unsqueeze(1)
 
 
+def chain_positions(predict: torch.Tensor, depth: int) -> torch.Tensor:
+    """[B, T]: the positions a rollout pass `depth` is scored on: query i, the (depth+1)-th draft of a chain from
+    committed position i - depth, where both predict the answer (a chain starting inside the prompt never occurs at
+    inference: the target answers first)."""
+    where = predict.clone()
+    where[:, :depth] = False
+    where[:, depth:] &= predict[:, : where.shape[1] - depth]
+    return where
+
+
 def rollout(adapter: DreamAdapter, batch: Batch, prev: torch.Tensor, readable: torch.Tensor, passes: int):
     """Yield (depth, first-block states, predicted features) for each rollout pass; pass 0 reads `prev` (the
     target's features of the previous positions), pass d the predictions of pass d-1."""
-    positions = torch.arange(prev.shape[1]).expand(len(prev), -1)
+    positions = torch.arange(prev.shape[1], device=prev.device).expand(len(prev), -1)
     keys, values = adapter.cross.memory(batch.features)
     cache = AdapterCache(StackedKV)
     for depth in range(passes):
@@ -216,10 +220,7 @@ def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, 
         prev = prev + (torch.rand_like(prev) * 2 - 1) * cfg.feature_noise * rms
     out = {"kl": 0.0, "feature": 0.0}
     for depth, early, draft in rollout(adapter, batch, prev, readable_memory(batch, cfg.keep_min, rng), cfg.rollout):
-        # Positions whose chain starts inside the prompt never occur at inference (the target answers first).
-        where = batch.predict.clone()
-        where[:, :depth] = False
-        where[:, depth:] &= batch.predict[:, : where.shape[1] - depth]
+        where = chain_positions(batch.predict, depth)
         if not where.any():  # no answer in the batch is this long
             continue
         target_logp = F.log_softmax(lm_head(features[where]).float(), -1)
@@ -239,12 +240,8 @@ def losses(adapter: DreamAdapter, lm_head, batch: Batch, cfg: DreamTrainConfig, 
 def train(cfg: DreamTrainConfig) -> DreamDrafter:
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
-    examples = training_data.load(cfg.data_dir, cfg.hf_dataset)
-    target = VisionLanguageModel.from_pretrained(cfg.target)
-    target.model.requires_grad_(False)
+    target, dataset, examples = cfg.target_and_answers()
     out = Path(cfg.out)
-    distill = DistillConfig(cfg.target, cfg.prompts, max_new_tokens=cfg.max_new_tokens)
-    dataset = load_or_make(cfg.data, target, distill, examples)
     start = time.time()
     batches, chosen = extract(target, training_samples(dataset), cfg)
     extraction_seconds = time.time() - start
@@ -252,7 +249,7 @@ def train(cfg: DreamTrainConfig) -> DreamDrafter:
           f"{dict(sorted(chosen.items()))}", flush=True)
     draft_ids = draft_vocabulary(batches, cfg.draft_vocab, target.eos_token_ids) if cfg.draft_vocab else None
     adapter = DreamAdapter(DreamConfig.for_target(target, cfg.mlp_size, intermediate_layer=cfg.intermediate,
-                                                  draft_vocab=0 if draft_ids is None else len(draft_ids))).train()
+                                                  draft_vocab=0 if draft_ids is None else len(draft_ids))).to(target.device).train()
     if draft_ids is not None:
         adapter.draft_ids.copy_(draft_ids)
     lm_head = target.model.get_output_embeddings()

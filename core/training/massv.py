@@ -24,6 +24,7 @@ from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
 from core.drafters.massv import MassvDrafter, multimodal_embeds
 from core.models.embedded import EMBEDDED_PATHS, shipped_output
+from core.models.registry import load_target
 from core.models.vlm import VisionLanguageModel, visual_features
 from core.training import training_data
 from core.training.batches import answer_batch, per_sample_loss
@@ -67,10 +68,10 @@ def _train_loop(drafter: MassvDrafter, target: VisionLanguageModel, data: Sequen
     for step in range(1, cfg.steps + 1):
         first = (step - 1) * cfg.batch % len(data)
         batch = [data[(first + i) % len(data)] for i in range(cfg.batch)]
-        inputs = answer_batch(target.tokenizer, batch, target)
+        inputs = {k: v.to(target.device) for k, v in answer_batch(target.tokenizer, batch, target).items()}
         with torch.no_grad():
             features = visual_features(target.model.get_image_features(
-                inputs["pixel_values"], inputs["image_grid_thw"], return_dict=True))
+                inputs["pixel_values"].to(target.model.dtype), inputs["image_grid_thw"], return_dict=True)).float()
         embeds = multimodal_embeds(lm, projector, inputs["input_ids"], inputs["mm_token_type_ids"].bool(), features)
         logits = lm(inputs_embeds=embeds, attention_mask=inputs["attention_mask"]).logits
         loss = per_sample_loss(logits, inputs["labels"]).mean()
@@ -90,7 +91,7 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
     examples = training_data.load(cfg.data_dir, cfg.hf_dataset)
     if examples is not None and cfg.phase == 1:
         examples.require_answers("massv phase 1 aligns the projector on ground-truth answers")
-    target = VisionLanguageModel.from_pretrained(cfg.target)
+    target = load_target(cfg.target)  # a preset loads with its dtype, device map and quantization
     vision_width = target.model.config.vision_config.out_hidden_size
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,8 +112,8 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
         params = list(drafter.model.parameters()) + list(drafter.projector.parameters())
         extra = {"distillation": dataset["metadata"]}
         print("distillation set:", dataset["metadata"], flush=True)
-    drafter.model.train()
-    drafter.projector.train()
+    drafter.model.to(target.device).train()  # trained where the target's vision features are
+    drafter.projector.to(target.device).train()
     log = _train_loop(drafter, target, data, params, cfg)
     drafter.model.eval()
     drafter.projector.eval()

@@ -21,11 +21,35 @@ from pathlib import Path
 import torch
 
 from core.models.embedded import EMBEDDED_PATHS
+from core.models.registry import load_target
 from core.models.vlm import VisionLanguageModel
+from core.training import training_data
 from core.training.training_data import Example, TrainingData
 from core.world import scenes
 
 FIRST_INDEX = 1_000_000  # train-split indices no training script draws its own ground-truth batches from
+
+
+@dataclass
+class DistilledDrafterConfig:
+    """Where a drafter that trains on the target's own answers (DREAM, EAGLE-3) gets them, and where it is written."""
+
+    target: str = str(EMBEDDED_PATHS["target"])
+    data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
+    prompts: int = 2048
+    max_new_tokens: int = 64  # the longest response the target gives when the set is generated
+    data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
+    hf_dataset: str = ""
+    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
+
+    def target_and_answers(self) -> tuple[VisionLanguageModel, dict, TrainingData | None]:
+        """The frozen target (a preset loads with its dtype, device map and quantization), its answers to the
+        training prompts (a set, reused when it matches), and the user's examples if any."""
+        examples = training_data.load(self.data_dir, self.hf_dataset)
+        target = load_target(self.target)
+        target.model.requires_grad_(False)
+        distill = DistillConfig(self.target, self.prompts, max_new_tokens=self.max_new_tokens)
+        return target, load_or_make(self.data, target, distill, examples), examples
 
 
 @dataclass
@@ -55,13 +79,13 @@ def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int
             where = [{"image": e.image} for e in examples.examples[start:start + count]]
         requests = [target.prepare(s.image, s.prompt) for s in samples]
         texts = [tok.decode(r.input_ids[0]) for r in requests]
-        enc = tok(texts, return_tensors="pt", padding=True, padding_side="left")
+        enc = tok(texts, return_tensors="pt", padding=True, padding_side="left").to(target.device)
         for k in range(cfg.samples_per_prompt):
             out = target.model.generate(
                 **enc,
                 mm_token_type_ids=(enc["input_ids"] == target.image_token_id).long(),
-                pixel_values=torch.cat([r.pixel_values for r in requests]),
-                image_grid_thw=torch.cat([r.image_grid_thw for r in requests]),
+                pixel_values=torch.cat([r.pixel_values for r in requests]).to(target.device, target.model.dtype),
+                image_grid_thw=torch.cat([r.image_grid_thw for r in requests]).to(target.device),
                 max_new_tokens=cfg.max_new_tokens,
                 do_sample=cfg.temperature > 0,
                 temperature=cfg.temperature if cfg.temperature > 0 else None,
@@ -131,6 +155,6 @@ if __name__ == "__main__":
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     cfg = DistillConfig(prompts=args.prompts)
-    data = distillation_set(VisionLanguageModel.from_pretrained(cfg.target), cfg)
+    data = distillation_set(load_target(cfg.target), cfg)
     Path(args.out).write_text(json.dumps(data))
     print(data["metadata"])

@@ -23,13 +23,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
+from PIL import Image
 from transformers import get_cosine_schedule_with_warmup
 
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
-from core.world import photos, scenes
+from core.world import describe, photos, scenes
 
 
 @dataclass
@@ -110,6 +112,36 @@ class VisionProbe(torch.nn.Module):
         return out
 
 
+class ColourProbe(torch.nn.Module):
+    """Linear heads (discarded after training) for images beyond the world, which have no patch labels: each visual
+    token predicts the share of each basic colour term among the pixels it covers, and their mean lightness (the
+    facts a colour-layout answer is made of, core/world/describe.py), read from the image as the processor resized it."""
+
+    def __init__(self, hidden: int, patch: int = 16, merge: int = 2):
+        super().__init__()
+        self.patch, self.merge = patch, merge
+        self.terms = torch.nn.Linear(hidden, len(describe.TERMS))
+        self.lightness = torch.nn.Linear(hidden, 1)
+
+    def targets(self, image, grid_thw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[tokens, terms] colour-term shares and [tokens] mean lightness, merged tokens in row-major order."""
+        _, rows, cols = (int(v) for v in grid_thw)
+        size = (cols * self.patch, rows * self.patch)
+        rgb = np.asarray(image.convert("RGB").resize(size, Image.Resampling.BICUBIC), dtype=np.float64) / 255
+        h, w, side = rows // self.merge, cols // self.merge, self.patch * self.merge
+        onehot = np.eye(len(describe.TERMS))[describe.colour_terms(rgb)].reshape(h, side, w, side, -1)
+        light = describe.light(rgb).reshape(h, side, w, side)
+        return (torch.tensor(onehot.mean((1, 3)).reshape(h * w, -1), dtype=torch.float32),
+                torch.tensor(light.mean((1, 3)).reshape(-1), dtype=torch.float32))
+
+    def loss(self, features: list[torch.Tensor], images: list, grids: torch.Tensor) -> torch.Tensor:
+        shares, light = zip(*(self.targets(image, grid) for image, grid in zip(images, grids)))
+        seen = torch.cat(features)
+        seen = torch.nn.functional.rms_norm(seen, seen.shape[-1:])  # the tower's outputs are large; keep this loss O(1)
+        terms = torch.nn.functional.cross_entropy(self.terms(seen), torch.cat(shares))  # soft labels
+        return terms + 10 * torch.nn.functional.mse_loss(self.lightness(seen).squeeze(-1), torch.cat(light))
+
+
 class TaskSampler:
     """Draws tasks in proportion to their running chance of a wrong answer, so the families still being learned get
     the batches. `update` takes each sample's whole-answer NLL (per-token mean x answer length)."""
@@ -137,8 +169,10 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     vlm = VisionLanguageModel.from_pretrained(cfg.init) if cfg.init else new_target(size)
     model = vlm.model.train()
     probe = VisionProbe(vlm.text_config.hidden_size)
+    vision = vlm.model.config.vision_config
+    colour_probe = ColourProbe(vlm.text_config.hidden_size, vision.patch_size, vision.spatial_merge_size)
     pretrain_vision(vlm, probe, cfg)
-    params = list(model.parameters()) + list(probe.parameters())
+    params = list(model.parameters()) + list(probe.parameters()) + list(colour_probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     sampler = TaskSampler(task_names(cfg.mix), seed=cfg.seed)
@@ -155,12 +189,16 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         features = model.get_image_features(inputs.pop("pixel_values"), inputs["image_grid_thw"], return_dict=True)
         logits = model(**inputs, mm_encoder_outputs={"image": features}).logits
         losses = per_sample_loss(logits, labels)
-        # The probe reads the world's 3x3 visual tokens; other images have their own token grids and no labels.
+        # The world probe reads the world's 3x3 visual tokens; other images have their own token grids and colours.
         world = [i for i, t in enumerate(tasks) if not t.startswith(PHOTOS)]
+        beyond = [i for i, t in enumerate(tasks) if t.startswith(PHOTOS)]
         aux = torch.zeros(())
         if world and cfg.aux_weight:
             seen = torch.cat([features.pooler_output[i] for i in world])
             aux = sum(probe.losses(seen, [batch[i] for i in world]).values(), aux)
+        if beyond and cfg.aux_weight:
+            aux = aux + colour_probe.loss([features.pooler_output[i] for i in beyond], [batch[i].image for i in beyond],
+                                          inputs["image_grid_thw"][beyond])
         loss = losses.mean() + cfg.aux_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()

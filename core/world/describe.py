@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from core.world.scenes import POSITIONS  # the world's names of the 3x3 cells, in reading order
+from core.world.scenes import (
+    POSITIONS,  # the world's names of the 3x3 cells, in reading order
+)
 
 TERMS = ("black", "white", "grey", "red", "orange", "yellow", "green", "blue", "purple", "pink", "brown")
 ROWS = ("top", "middle", "bottom")
@@ -60,6 +62,11 @@ def _hsl(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     safe = np.maximum(chroma, 1e-6)
     hue = np.select([high == r, high == g], [((g - b) / safe) % 6, (b - r) / safe + 2], (r - g) / safe + 4) * 60
     return np.where(chroma == 0, 0.0, hue), np.clip(sat, 0, 1), light
+
+
+def light(rgb: np.ndarray) -> np.ndarray:
+    """The HSL lightness in [0, 1] of every pixel of [..., 3] RGB in [0, 1]."""
+    return _hsl(rgb)[2]
 
 
 def colour_terms(rgb: np.ndarray) -> np.ndarray:

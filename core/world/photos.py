@@ -13,6 +13,7 @@ A sample is a pure function of (split, index): the split decides the seeds, so h
 on, and the photographs in HELDOUT_PHOTOS are held out whole (only the held-out split ever shows them).
 
     python -m core.world.photos          # writes a few samples to /tmp/photo_*.png and prints their Q/A
+    python -m core.world.photos --heldout-photos DIR    # the held-out photographs, for eval-target / bench-spec --images
 """
 
 from __future__ import annotations
@@ -182,8 +183,31 @@ def samples(split: str, n: int, tasks: tuple[str, ...] = TASKS, start: int = 0) 
     return [sample(split, start + i, tasks[i % len(tasks)]) for i in range(n)]
 
 
+def write_heldout_photos(folder: str) -> list[str]:
+    """The held-out photographs, whole, as PNG files: a folder for `eval-target --images` and `bench-spec --images`."""
+    from pathlib import Path
+
+    from skimage import data
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in HELDOUT_PHOTOS:
+        Image.fromarray(np.asarray(getattr(data, name)())).convert("RGB").save(out / f"{name}.png")
+        paths.append(str(out / f"{name}.png"))
+    return paths
+
+
 if __name__ == "__main__":
-    for i, s in enumerate(samples("train", 12)):
-        path = f"/tmp/photo_{i}.png"
-        s.image.save(path)
-        print(f"{path} {s.image.size} [{s.task}] {s.prompt} -> {s.answer}")
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heldout-photos", metavar="DIR", help="write the held-out photographs to DIR instead")
+    args = parser.parse_args()
+    if args.heldout_photos:
+        print("\n".join(write_heldout_photos(args.heldout_photos)))
+    else:
+        for i, s in enumerate(samples("train", 12)):
+            path = f"/tmp/photo_{i}.png"
+            s.image.save(path)
+            print(f"{path} {s.image.size} [{s.task}] {s.prompt} -> {s.answer}")

@@ -12,7 +12,6 @@ tree, of drafts from the adapter's own predicted features.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict
 from pathlib import Path
 
@@ -20,12 +19,13 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from core.decoding.sampling import distribution, sample
+from core.decoding.sampling import distribution
 from core.decoding.session import DraftContext, PrefillRecord
-from core.decoding.tree import TreeShape, depths
-from core.drafters.base import DraftProposal, keep_drafting
+from core.decoding.tree import TreeShape
+from core.drafters.base import DraftProposal
 from core.drafters.dream.adapter import AdapterCache, DreamAdapter, DreamConfig
 from core.drafters.dream.keep import keep_visual, visual_scores
+from core.drafters.state_drafting import draft_chain, grow_tree
 from core.models.vlm import VisionLanguageModel, last_layer_attention, visual_features, with_image_features
 
 WEIGHTS_FILE = "adapter.safetensors"
@@ -114,87 +114,30 @@ class DreamDraftRun:
         predicted = self._step(self._embed(ids, start), prev, start)
         self.real = last  # position `last` is fed again next time: its output is the first draft's source
         if self.drafter.tree is not None and context.sampling.greedy:
-            return self._tree(context, last, predicted[-1:], gamma)
-        tokens, probs = [], []
-        feature, position = predicted[-1:], last + 1
-        for k in range(gamma):
-            q = self.drafter.draft_distribution(feature, context.sampling)[0]
-            token = sample(q, context.sampling, context.generator)
-            tokens.append(token)
-            probs.append(q)
-            if k + 1 == gamma or not keep_drafting(context, token, q):
-                break
-            feature = self._step(self._embed([*ids, *tokens], position), feature, position)
-            position += 1
-        return DraftProposal(tokens, torch.stack(probs))
+            return grow_tree(self, context, self.drafter.tree, last, predicted[-1:], gamma)
+        return draft_chain(self, context, last, predicted[-1:], gamma)
 
-    def _tree(self, context: DraftContext, last: int, root_feature: torch.Tensor, depth: int) -> DraftProposal:
-        """EAGLE-2 dynamic tree: each level expands the top_k nodes by cumulative log-probability, all in one
-        adapter forward; the `total` best nodes overall become the tree. The cache holds positions 0..last.
-        With `context.min_draft_prob`, a node's children are its best child plus those the drafter gives at least
-        that probability, and only those expand further: a confident drafter's tree narrows to a chain (top_k 1
-        is exactly the chain's rule, core/drafters.keep_drafting) and branches only where it is unsure."""
-        shape = self.drafter.tree
-        floor = math.log(context.min_draft_prob) if context.min_draft_prob > 0 else -math.inf
-        drafter = self.drafter
-        embed = drafter.target.model.get_input_embeddings()
-        tokens, parents, scores, own, probs, slots = [], [], [], [], [], []  # slots: node -> cache index once fed
-        frontier, features, frontier_scores = [-1], root_feature, torch.zeros(1)
-        node_features: dict[int, torch.Tensor] = {}
-        for level in range(1, depth + 1):
-            logits = drafter.head(features)
-            logp = torch.log_softmax(logits.float(), -1)
-            shown = drafter.to_vocab(distribution(logits, context.sampling))
-            top = logp.topk(min(shape.top_k, logp.shape[-1]), dim=-1)
-            top_ids = drafter.token_ids(top.indices)
-            children = []
-            for row, node in enumerate(frontier):
-                for rank, (lp, token) in enumerate(zip(top.values[row].tolist(), top_ids[row].tolist())):
-                    if rank > 0 and lp < floor:
-                        break
-                    children.append(len(tokens))
-                    tokens.append(token)
-                    parents.append(node)
-                    scores.append(float(frontier_scores[row]) + lp)
-                    own.append(lp)
-                    probs.append(shown[row])
-                    slots.append(None)
-            if level == depth:
-                break
-            # Nothing after an end-of-sequence token is ever emitted, so such a node is a leaf.
-            expandable = (c for c in children if tokens[c] not in context.stop_ids and own[c] >= floor)
-            frontier = sorted(expandable, key=lambda i: -scores[i])[: shape.top_k]
-            if not frontier:
-                break
-            fed_from = len(self.cache)
-            mask = torch.zeros(len(frontier), fed_from + len(frontier), dtype=torch.bool, device=self.device)
-            mask[:, : last + 1] = True  # the committed prefix, root included
-            for row, node in enumerate(frontier):
-                slots[node] = fed_from + row
-                ancestor = node
-                while ancestor >= 0:
-                    mask[row, slots[ancestor]] = True
-                    ancestor = parents[ancestor]
-            prev = torch.stack([root_feature[0] if parents[n] < 0 else node_features[parents[n]] for n in frontier])
-            out = self._forward(embed(torch.tensor([tokens[n] for n in frontier], device=self.device)), prev,
-                                torch.full((len(frontier),), last + level, device=self.device),
-                                None if mask.all() else mask)  # one branch so far: a plain step
-            node_features.update(zip(frontier, out))
-            features, frontier_scores = out, torch.tensor([scores[n] for n in frontier])
-        chosen = set(sorted(range(len(tokens)), key=lambda i: -scores[i])[: shape.total])
-        for node in list(chosen):  # a kept node's ancestors stay too (ties in score could drop one)
-            while parents[node] >= 0:
-                node = parents[node]
-                chosen.add(node)
-        depth_of = depths(parents)
-        order = sorted(chosen, key=lambda i: (depth_of[i], -scores[i]))
-        new_index = {old: new for new, old in enumerate(order)}
-        return DraftProposal([tokens[i] for i in order], torch.stack([probs[i] for i in order]),
-                             [new_index[parents[i]] if parents[i] >= 0 else -1 for i in order])
+    # The chain's and the tree's view of this run (core/drafters/state_drafting.py).
+    @property
+    def cache_length(self) -> int:
+        return len(self.cache)
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        return self.drafter.head(features)
+
+    def token_ids(self, indices: torch.Tensor) -> torch.Tensor:
+        return self.drafter.token_ids(indices)
+
+    def to_vocab(self, probs: torch.Tensor) -> torch.Tensor:
+        return self.drafter.to_vocab(probs)
+
+    def feed(self, tokens: list[int], prev: torch.Tensor, position: int, mask: torch.Tensor | None) -> torch.Tensor:
+        embeds = self.drafter.target.model.get_input_embeddings()(torch.tensor(tokens, device=self.device))
+        return self._forward(embeds, prev, torch.full((len(tokens),), position, device=self.device), mask)
 
 
 class DreamDrafter:
-    reads_target_features = True  # the engine keeps the target's last-layer states for it (DraftContext.features)
+    feature_layers = (-1,)  # the engine keeps the target's last-layer states for it (DraftContext.features)
     assistant_model = None  # no causal LM of its own: transformers' assisted generation cannot use it
 
     def __init__(self, adapter: DreamAdapter, target: VisionLanguageModel, name: str = "dream",
@@ -229,10 +172,6 @@ class DreamDrafter:
         if self.draft_ids is None:
             return probs
         return probs.new_zeros(len(probs), self.vocab_size).index_copy_(1, self.draft_ids, probs)
-
-    def draft_distribution(self, features: torch.Tensor, sampling) -> torch.Tensor:
-        """[n, V]: what the drafter samples from (the verification's q)."""
-        return self.to_vocab(distribution(self.head(features), sampling))
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: VisionLanguageModel, name: str = "dream",
