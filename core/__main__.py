@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "every token, eagle3 256)")
     train.add_argument("--rollout", type=int,
                        help="dream, eagle3: draft depths trained on the drafter's own predicted states (EAGLE-3's "
-                            "training-time test; default dream 1, eagle3 3)")
+                            "training-time test; default dream 1, eagle3 5)")
     train.add_argument("--layers", help="eagle3: the target layers fc fuses, e.g. 2,6,9 (transformers' hidden_states "
                                         "indices; default vLLM's 2, L/2, L-3)")
     train.add_argument("--data-dir", dest="data_dir",

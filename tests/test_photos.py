@@ -105,6 +105,36 @@ def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):
     assert set(losses) == {"patches", "cell"} and all(torch.isfinite(v) for v in losses.values())
 
 
+def test_the_colour_probe_reads_each_visual_tokens_own_pixels(tiny_target):
+    """Beyond the world, each visual token's targets are the colour-term shares and lightness of the 32x32 pixels it
+    covers in the image as the processor resized it: in a left-red / right-blue image, 3 x 5 tokens, the two left
+    columns say red, the two right ones blue, the middle one half of each."""
+    import torch
+
+    from core.training.target import ColourProbe
+    from core.world.describe import TERMS
+
+    pixels = np.zeros((64, 128, 3), dtype=np.uint8)
+    pixels[:, :64] = (220, 20, 20)
+    pixels[:, 64:] = (20, 40, 220)
+    image = Image.fromarray(pixels)
+    grid = tiny_target.image_processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
+    assert grid.tolist() == [1, 6, 10]  # resized to 96 x 160 pixels: 3 x 5 merged tokens of 32 x 32
+    probe = ColourProbe(tiny_target.text_config.hidden_size)
+    shares, light = probe.targets(image, grid)
+    assert shares.shape == (15, len(TERMS)) and light.shape == (15,)
+    torch.testing.assert_close(shares.sum(1), torch.ones(15))
+    red, blue = TERMS.index("red"), TERMS.index("blue")
+    for row in range(3):
+        columns = shares[5 * row:5 * row + 5]
+        assert columns[:2, red].min() > 0.9 and columns[3:, blue].min() > 0.9
+        assert 0.3 < columns[2, red] < 0.7 and 0.3 < columns[2, blue] < 0.7
+    features = [torch.randn(15, tiny_target.text_config.hidden_size, requires_grad=True)]
+    loss = probe.loss(features, [image], grid[None])
+    loss.backward()
+    assert torch.isfinite(loss) and features[0].grad.abs().sum() > 0
+
+
 def test_the_heldout_photographs_are_written_whole(tmp_path):
     pytest.importorskip("skimage", reason="scikit-image is not installed (the photos extra)")
     from skimage import data

@@ -13,6 +13,7 @@ import huggingface_hub.constants
 import pytest
 import torch
 from helpers import TINY_TARGET
+from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoTokenizer
 
 from core.decoding.engine import SpeculativeEngine
@@ -86,6 +87,37 @@ def test_vlm_preset_loads_from_the_hub_cache_and_stays_lossless(name, offline_ca
     assert drafted.token_ids == plain.token_ids
     sampled = engine.generate(s.image, s.prompt, drafter, max_new_tokens=12, sampling=SamplingConfig(1.0), seed=5)
     assert all(t < target.text_config.vocab_size for t in sampled.token_ids)
+
+
+def test_the_published_eagle3_drafter_loads_by_repo_id_and_stays_lossless(offline_cache, tmp_path, tokenizer,
+                                                                          monkeypatch):
+    """Qwen2.5-VL-7B's eagle3 entry is a hub repo in SpecForge's format (Rayzl/qwen2.5-vl-7b-eagle3-sgl): a tiny one
+    under that id in the hub cache, without embed_tokens (the target's are shared, as vLLM does), loads by name."""
+    from core.drafters.eagle3 import Eagle3Config, Eagle3Model
+    from core.drafters.eagle3.formats import save_specforge
+
+    name = "Qwen/Qwen2.5-VL-7B-Instruct"
+    preset = presets.VLM_PRESETS[name]
+    torch.manual_seed(0)
+    vlm = new_target(TINY_TARGET, tokenizer)
+    save_vlm(vlm, tmp_path / "target")
+    into_hub_cache(offline_cache, preset.target, tmp_path / "target")
+    eagle3 = Eagle3Model(Eagle3Config.for_target(vlm, draft_vocab_size=200))
+    eagle3.set_draft_vocab(torch.arange(200))
+    save_specforge(eagle3, tmp_path / "eagle3", vlm.text_config.num_hidden_layers)
+    state = load_file(tmp_path / "eagle3" / "model.safetensors")
+    save_file({k: v for k, v in state.items() if k != "embed_tokens.weight"}, tmp_path / "eagle3" / "model.safetensors")
+    into_hub_cache(offline_cache, preset.drafters["eagle3"].weights, tmp_path / "eagle3")
+    assert preset.drafters["eagle3"].weights == "Rayzl/qwen2.5-vl-7b-eagle3-sgl"
+
+    monkeypatch.setitem(presets.VLM_PRESETS, name, preset.with_load(cpu(preset.load, offline_cache)))
+    target = registry.load_target(name)
+    drafter = registry.load_drafter("eagle3:tree=4x8", name)
+    torch.testing.assert_close(drafter.model.embed_tokens.weight, target.model.get_input_embeddings().weight)
+    engine = SpeculativeEngine(target)
+    s = scenes.sample("heldout", 3)
+    assert engine.generate(s.image, s.prompt, drafter, max_new_tokens=12, gamma=3).token_ids == \
+        engine.generate(s.image, s.prompt, None, max_new_tokens=12).token_ids
 
 
 @pytest.mark.parametrize("name", VLM_HUB)

@@ -55,7 +55,7 @@ values and labels).
 | text drafter | a 1-layer Qwen2 LM sharing the target's tokenizer; sees the prompt text, not the image |
 | MASSV drafter | that text drafter plus a projector from the target's vision features, trained in MASSV's two phases |
 | DREAM drafter | a 3-block adapter at the target's width (192, MLPs 256 wide) on the target's features, proposing from the 170 tokens the target answers with; trained on its answers |
-| EAGLE-3 drafter | one Llama layer at the target's width over its layers 2, 6 and 9, proposing from the 256 tokens the target answers with most; trained on its answers with a 3-step training-time test |
+| EAGLE-3 drafter | one Llama layer at the target's width over the states entering its layers 2, 6 and 9, proposing from the 170 tokens the target answers with; trained on its answers with EAGLE-3's training-time test |
 
 They know nothing outside that world: a photograph gets a confident description of shapes that are not there.
 So under every answer the app shows **what the pixels say** (`core/world/describe.py`): for any image, its tone

@@ -35,8 +35,8 @@ def _dream(target: VisionLanguageModel, weights: str, name: str, load: LoadOptio
 
 
 def _eagle3(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, tree: str | None = None) -> Drafter:
-    return Eagle3Drafter.from_pretrained(weights, target, name,
-                                         tree=None if tree in (None, "chain") else TreeShape.parse(tree))
+    return Eagle3Drafter.from_pretrained(weights, target, name, None if tree in (None, "chain") else TreeShape.parse(tree),
+                                         cache_dir=load.cache_dir)
 
 
 # kind -> loader(target, weights, display name, load options, **options)

@@ -47,7 +47,7 @@ class Eagle3TrainConfig(DistilledDrafterConfig):
     seed: int = 0
     mlp_size: int = 0  # 0: the target's intermediate size
     draft_vocab: int = 256  # 0: the whole vocabulary
-    rollout: int = 3  # training-time test depth
+    rollout: int = 5  # training-time test depth (5 drafts deep: τ 3.55 against 3.02 with 3 at γ 8)
     feature_noise: float = 0.1  # uniform noise on the target's fused states, relative to their RMS (EAGLE)
     layers: str = ""  # the target layers fc fuses, "2,6,9" (hidden_states indices); default vLLM's (2, L/2, L-3)
 

@@ -174,14 +174,14 @@ def read_config(path: Path, target_layers: int | None) -> tuple[Eagle3Config, st
     return cfg, layout
 
 
-def load_model(path: str | Path, target: VisionLanguageModel | None = None) -> Eagle3Model:
+def load_model(path: str | Path, target: VisionLanguageModel | None = None, cache_dir: str | None = None) -> Eagle3Model:
     """An EAGLE-3 checkpoint of either format, a local directory or a hub repo id. Without `embed_tokens` it takes
     the target's embeddings, as vLLM does."""
     path = Path(path)
     if not path.is_dir():
         from huggingface_hub import snapshot_download
 
-        path = Path(snapshot_download(str(path), allow_patterns=["*.json", "*.safetensors"]))
+        path = Path(snapshot_download(str(path), allow_patterns=["*.json", "*.safetensors"], cache_dir=cache_dir))
     layers = None if target is None else target.text_config.num_hidden_layers
     cfg, layout = read_config(path, layers)
     state = {}
