@@ -278,7 +278,7 @@ def bench_replay(url: str, image: Path, prompt: str, steps: int) -> dict:
         page.locator("#spec-prompt textarea").fill(prompt)
         page.get_by_label("Drafter").click()
         page.get_by_role("option", name="dream", exact=False).first.click()
-        page.get_by_text("DREAM settings").click()
+        page.get_by_text("DREAM and EAGLE-3 settings").click()
         page.get_by_role("radio", name="tree").check()
         page.get_by_role("button", name="Generate").click()
         page.locator("#spec-replay-view .replay-head").wait_for(timeout=120_000)
@@ -310,15 +310,16 @@ def bench_inspector(url: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--parts", default="spec,reap,replay,inspector",
-                        help="comma-separated: spec, reap, replay, inspector")
+    parser.add_argument("--parts", default="spec,reap,replay,inspector", help="comma-separated: spec, reap, replay, inspector")
+    parser.add_argument("--image", help="spec, replay: upload this image file instead of a held-out world scene")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     # A fresh score cache, so the REAP figures start from scores computed in this run, not an older model's.
     os.environ["SPECULUM_CACHE"] = tempfile.mkdtemp(prefix="speculum-bench-")
     sample = scenes.sample("heldout", 0)
-    image = Path(tempfile.mkdtemp()) / "caption.png"
-    sample.image.save(image)
+    image = Path(args.image) if args.image else Path(tempfile.mkdtemp()) / "caption.png"
+    if not args.image:
+        sample.image.save(image)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -331,9 +332,9 @@ def main() -> None:
             browser = bench_browser(url, image, args.runs)
             api = bench_api(url, image, sample.prompt, drafter, args.runs)
             first = browser.get("first_token_s", {}).get("max")
-            result |= {"model": models.EMBEDDED, "drafter": drafter, "prompt": sample.prompt, "max_new_tokens": 64,
-                       "goal_first_token_s": GOAL_S, "goal_met": first is not None and first < GOAL_S,
-                       "browser": browser, "api": api}
+            result |= {"model": models.EMBEDDED, "drafter": drafter, "image": args.image or "a held-out world scene",
+                       "prompt": sample.prompt, "max_new_tokens": 64, "goal_first_token_s": GOAL_S,
+                       "goal_met": first is not None and first < GOAL_S, "browser": browser, "api": api}
         if "reap" in parts:
             result["reap"] = bench_reap(url)
         if "replay" in parts:

@@ -155,6 +155,7 @@ def test_default_layers_are_not_named_in_a_specforge_export(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"num_hidden_layers": 2}, "one Llama layer"), ({"attention_bias": True}, "attention_bias"),
     ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rotary"),
+    ({"intermediate_size": 64}, "do not match the config"),
 ])
 def test_checkpoints_this_drafter_cannot_run_are_refused(tmp_path, change, message):
     save_specforge(_model(), tmp_path, TARGET_LAYERS)

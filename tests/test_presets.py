@@ -126,6 +126,9 @@ def test_a_hub_preset_without_trained_drafters_says_so(name, offline_cache):
         registry.load_drafter("massv", name)
     with pytest.raises(ValueError, match="unknown drafter 'massv-phase1'"):
         registry.load_drafter("massv-phase1", name)
+    if presets.VLM_PRESETS[name].drafters["eagle3"].weights.count("/") != 1:  # 7B's: a published hub repo (above)
+        with pytest.raises(ValueError, match="no trained weights.*train eagle3"):
+            registry.load_drafter("eagle3", name)
 
 
 def test_a_hub_preset_that_is_not_cached_fails_with_a_clear_message(offline_cache, monkeypatch):

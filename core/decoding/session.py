@@ -22,7 +22,7 @@ class Committed:
     """What the engine has committed so far; written by the engine only."""
 
     tokens: list[int] = field(default_factory=list)  # new tokens, the prompt excluded
-    features: torch.Tensor | None = None  # [positions, layers x H] the target states the drafter reads, all but the newest token
+    features: torch.Tensor | None = None  # [positions, layers x H] the states the drafter reads, but the newest
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,11 @@ NO_DRAFTER = "none"
 LOCAL_KINDS = ("massv", "dream")  # trained by this project, so never on the hub: weights are a local directory
 
 
+def _repo_id(weights: str) -> bool:
+    """Whether drafter weights name a hub repo (owner/name) rather than a local directory."""
+    return weights.count("/") == 1 and not weights.startswith((".", "/", "~")) and not Path(weights).exists()
+
+
 @lru_cache(maxsize=4)
 def load_target(name_or_path: str = EMBEDDED) -> VisionLanguageModel:
     preset = vlm_preset(name_or_path)
@@ -110,7 +115,8 @@ def load_drafter(spec: str, target_name: str = EMBEDDED) -> Drafter | None:
         return None
     name = spec.partition(":")[0]
     source, _ = parse_spec(spec, target_name)  # bad names and options fail before any loading
-    if source.kind in LOCAL_KINDS and not Path(source.weights).is_dir():
+    local = source.kind in LOCAL_KINDS or not _repo_id(source.weights)
+    if local and not Path(source.weights).is_dir():
         raise ValueError(f"the {name!r} drafter has no trained weights here ({source.weights}); "
                          f"`python -m core train {source.kind} --target {target_name}` makes them")
     try:

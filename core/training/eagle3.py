@@ -72,8 +72,10 @@ class Batch:
     def slot_ids(self) -> torch.Tensor:
         return self.input_ids[:, 1:]
 
-    def to(self, device) -> Batch:
-        return Batch(*(getattr(self, f.name).to(device) for f in fields(self)))
+    def to(self, device, dtype: torch.dtype | None = None) -> Batch:
+        """On `device`, states in `dtype` (kept as the target made them: bf16 for a hub target, half the memory)."""
+        moved = (getattr(self, f.name) for f in fields(self))
+        return Batch(*(t.to(device, dtype or t.dtype) if t.is_floating_point() else t.to(device) for t in moved))
 
 
 @torch.no_grad()
@@ -104,7 +106,8 @@ def losses(model: Eagle3Model, lm_head, batch: Batch, cfg: Eagle3TrainConfig) ->
         rms = aux.pow(2).mean(-1, keepdim=True).sqrt()
         aux = aux + (torch.rand_like(aux) * 2 - 1) * cfg.feature_noise * rms
     state = model.fuse(aux)
-    teacher = lm_head(batch.teacher).float()
+    head = lm_head.weight  # the target's, wherever its device map put it
+    teacher = lm_head(batch.teacher.to(head.device, head.dtype)).float().to(aux.device)
     in_vocab = model.t2d[teacher.argmax(-1)]  # EAGLE-3 skips slots whose target token the draft vocabulary lacks
     target_p = F.softmax(teacher[..., draft_ids], -1)
     predict = batch.predict[:, 1:]  # slot s predicts token s + 2
@@ -146,13 +149,13 @@ def train(cfg: Eagle3TrainConfig) -> Eagle3Drafter:
     lm_head = target.model.get_output_embeddings()
     with torch.no_grad():  # the target's embeddings, and its head rows to start from
         model.embed_tokens.weight.copy_(target.model.get_input_embeddings().weight)
-        model.lm_head.weight.copy_(lm_head.weight[draft_ids.to(device)])
+        model.lm_head.weight.copy_(lm_head.weight[draft_ids.to(lm_head.weight.device)])
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)
     log = []
     for step in range(1, cfg.steps + 1):
-        batch = batches[rng.randrange(len(batches))].to(device)
+        batch = batches[rng.randrange(len(batches))].to(device, torch.float32)
         with torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda"):
             parts = losses(model, lm_head, batch, cfg)
         opt.zero_grad(set_to_none=True)

@@ -213,7 +213,10 @@ def load_model(path: str | Path, target: VisionLanguageModel | None = None, cach
     own["t2d"] = torch.zeros(cfg.vocab_size, dtype=torch.bool).index_fill_(
         0, torch.arange(len(d2t)) + d2t, True)
     dtype = own["fc.weight"].dtype
-    model.load_state_dict({k: v if k in ("d2t", "t2d") else v.to(dtype) for k, v in own.items()})
+    try:
+        model.load_state_dict({k: v if k in ("d2t", "t2d") else v.to(dtype) for k, v in own.items()})
+    except RuntimeError as exc:  # shapes that disagree with its own config
+        raise ValueError(f"{path}: the weights do not match the config: {str(exc).splitlines()[-1].strip()}") from None
     return model.to(dtype)
 
 
