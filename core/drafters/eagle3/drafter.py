@@ -65,7 +65,7 @@ class Eagle3DraftRun:
         self.cache.length = self.real
         # Catch up: the slots of tokens real+1..last, each reading the fused target state of the position before.
         before = torch.arange(self.real, last, device=self.device)
-        states = self.drafter.model.fuse(context.features[self.real:last])
+        states = self.drafter.model.fuse(context.features[self.real:last].to(self.device))  # a device map may differ
         # One new slot sees every cached entry: no mask, the cheapest attention call (most draft steps).
         causal = None if len(before) == 1 else \
             before.view(-1, 1) >= torch.arange(last, device=self.device).view(1, -1)
