@@ -152,6 +152,13 @@ def test_default_layers_are_not_named_in_a_specforge_export(tmp_path):
     assert read_config(tmp_path, TARGET_LAYERS)[0].layer_ids == (2, TARGET_LAYERS // 2, TARGET_LAYERS - 3)
 
 
+def test_a_missing_checkpoint_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no EAGLE-3 checkpoint at"):
+        load_model(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="no config.json"):
+        load_model(tmp_path)
+
+
 @pytest.mark.parametrize("change, message", [
     ({"num_hidden_layers": 2}, "one Llama layer"), ({"attention_bias": True}, "attention_bias"),
     ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rotary"),

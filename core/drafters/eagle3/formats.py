@@ -179,6 +179,8 @@ def load_model(path: str | Path, target: VisionLanguageModel | None = None, cach
     the target's embeddings, as vLLM does."""
     path = Path(path)
     if not path.is_dir():
+        if str(path).count("/") != 1 or str(path).startswith((".", "/", "~")):
+            raise ValueError(f"no EAGLE-3 checkpoint at {path}: not a directory, nor a hub repo id (owner/name)")
         from huggingface_hub import snapshot_download
 
         path = Path(snapshot_download(str(path), allow_patterns=["*.json", "*.safetensors"], cache_dir=cache_dir))
