@@ -71,6 +71,11 @@ class LoadOptions:
         return {"trust_remote_code": trust_remote_code(), "cache_dir": self.cache_dir}
 
 
+def is_repo_id(name: str) -> bool:
+    """Whether a model name is a hub repo id (owner/name) rather than a local directory."""
+    return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not os.path.exists(name)
+
+
 def save_bf16(model, path) -> None:
     """save_pretrained in bfloat16, leaving `model` in its own dtype. Its weights are then exactly the ones written
     (rounded to bfloat16), so what a training run evaluates after saving is what ships."""

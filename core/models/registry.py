@@ -23,7 +23,7 @@ from core.drafters.dream import DreamDrafter
 from core.drafters.eagle3.drafter import Eagle3Drafter
 from core.drafters.massv import MassvDrafter
 from core.drafters.text import TextDrafter
-from core.models.loading import LoadOptions, presets_only
+from core.models.loading import LoadOptions, is_repo_id, presets_only
 from core.models.presets import EMBEDDED, VLM_PRESETS, DrafterSource, vlm_preset
 from core.models.vlm import VisionLanguageModel
 
@@ -50,11 +50,6 @@ DRAFTER_KINDS: dict[str, Callable[..., Drafter]] = {
 DRAFTERS: dict[str, DrafterSource] = VLM_PRESETS[EMBEDDED].drafters
 NO_DRAFTER = "none"
 LOCAL_KINDS = ("massv", "dream")  # trained by this project, so never on the hub: weights are a local directory
-
-
-def _repo_id(weights: str) -> bool:
-    """Whether drafter weights name a hub repo (owner/name) rather than a local directory."""
-    return weights.count("/") == 1 and not weights.startswith((".", "/", "~")) and not Path(weights).exists()
 
 
 @lru_cache(maxsize=4)
@@ -115,7 +110,7 @@ def load_drafter(spec: str, target_name: str = EMBEDDED) -> Drafter | None:
         return None
     name = spec.partition(":")[0]
     source, _ = parse_spec(spec, target_name)  # bad names and options fail before any loading
-    local = source.kind in LOCAL_KINDS or not _repo_id(source.weights)
+    local = source.kind in LOCAL_KINDS or not is_repo_id(source.weights)
     if local and not Path(source.weights).is_dir():
         raise ValueError(f"the {name!r} drafter has no trained weights here ({source.weights}); "
                          f"`python -m core train {source.kind} --target {target_name}` makes them")

@@ -19,7 +19,6 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from core.decoding.sampling import distribution
 from core.decoding.session import DraftContext, PrefillRecord
 from core.decoding.tree import TreeShape
 from core.drafters.base import DraftProposal

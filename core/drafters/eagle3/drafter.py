@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 
-from core.decoding.sampling import distribution
 from core.decoding.session import DraftContext, PrefillRecord
 from core.decoding.tree import TreeShape
 from core.drafters.base import DraftProposal

@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from core.drafters.eagle3.model import Eagle3Config, Eagle3Model, default_layer_ids
+from core.models.loading import is_repo_id
 from core.models.vlm import VisionLanguageModel
 
 FORMATS = ("speculators", "specforge")
@@ -179,7 +180,7 @@ def load_model(path: str | Path, target: VisionLanguageModel | None = None, cach
     the target's embeddings, as vLLM does."""
     path = Path(path)
     if not path.is_dir():
-        if str(path).count("/") != 1 or str(path).startswith((".", "/", "~")):
+        if not is_repo_id(str(path)):
             raise ValueError(f"no EAGLE-3 checkpoint at {path}: not a directory, nor a hub repo id (owner/name)")
         from huggingface_hub import snapshot_download
 
@@ -210,13 +211,11 @@ def load_model(path: str | Path, target: VisionLanguageModel | None = None, cach
     else:
         raise ValueError(f"{path} carries no token embeddings: give the target (--target) whose embeddings it uses")
     model = Eagle3Model(cfg)
-    d2t = state.get("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long)).long()
-    own["d2t"] = d2t
-    own["t2d"] = torch.zeros(cfg.vocab_size, dtype=torch.bool).index_fill_(
-        0, torch.arange(len(d2t)) + d2t, True)
     dtype = own["fc.weight"].dtype
-    try:
-        model.load_state_dict({k: v if k in ("d2t", "t2d") else v.to(dtype) for k, v in own.items()})
+    d2t = state.get("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long)).long()
+    try:  # the draft vocabulary from d2t alone (t2d follows from it), the rest as stored
+        model.load_state_dict({k: v.to(dtype) for k, v in own.items()} | {"d2t": model.d2t, "t2d": model.t2d})
+        model.set_draft_vocab(torch.arange(len(d2t)) + d2t)
     except RuntimeError as exc:  # shapes that disagree with its own config
         raise ValueError(f"{path}: the weights do not match the config: {str(exc).splitlines()[-1].strip()}") from None
     return model.to(dtype)
