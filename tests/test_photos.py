@@ -76,21 +76,28 @@ def test_sizes_and_aspect_ratios_vary():
 
 
 def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
-    from core.models.vlm import VisionLanguageModel
-    from core.training.target import PHOTOS, TargetTrainConfig, task_names, train, training_sample
-    from core.world import scenes
+    """Both probes run (vision-only warm-up, then the whole model) on batches of world scenes and other images; a
+    checkpoint from before `image_side` comes out with it, and the run is evaluated on both kinds of held-out images."""
+    import json
+    import shutil
+    from pathlib import Path
 
-    assert task_names("world") == scenes.TASKS
-    assert task_names("world,photos") == scenes.TASKS + tuple(PHOTOS + t for t in photos.TASKS)
-    with pytest.raises(ValueError, match="--mix must be"):
-        task_names("photos")
-    assert training_sample(PHOTOS + "read", 3).answer == photos.sample("train", 3, "read").answer
+    from transformers import AutoConfig
+
+    from core.models.vlm import VisionLanguageModel
+    from core.training.target import TargetTrainConfig, train
+
+    plain = Path(shutil.copytree(tiny_target_dir, tmp_path / "before-image-side"))
+    config = json.loads((plain / "config.json").read_text())
+    del config["image_side"]
+    (plain / "config.json").write_text(json.dumps(config))
+    assert getattr(AutoConfig.from_pretrained(plain), "image_side", None) is None
     out = tmp_path / "target"
-    train(TargetTrainConfig(steps=2, batch=12, warmup=1, init=str(tiny_target_dir), out=str(out), eval_every=100,
+    train(TargetTrainConfig(steps=2, vision_steps=2, batch=12, warmup=1, init=str(plain), out=str(out), eval_every=100,
                             eval_n=2, mix="world,photos"))
-    log = __import__("json").loads((out / "training_log.json").read_text())["log"][-1]
+    log = json.loads((out / "training_log.json").read_text())["log"][-1]
     assert np.isfinite(log["loss"]) and set(log["photos"]) == {"generated", "photographs"}
-    assert VisionLanguageModel.from_pretrained(out).model.dtype.is_floating_point
+    assert VisionLanguageModel.from_pretrained(out).model.config.image_side == 96
 
 
 def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):
@@ -105,34 +112,32 @@ def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):
     assert set(losses) == {"patches", "cell"} and all(torch.isfinite(v) for v in losses.values())
 
 
-def test_the_colour_probe_reads_each_visual_tokens_own_pixels(tiny_target):
-    """Beyond the world, each visual token's targets are the colour-term shares and lightness of the 32x32 pixels it
-    covers in the image as the processor resized it: in a left-red / right-blue image, 3 x 5 tokens, the two left
-    columns say red, the two right ones blue, the middle one half of each."""
+def test_the_embedded_target_sees_any_image_as_3x3_tokens_that_are_its_regions(tiny_target):
+    """With `image_side`, any aspect ratio becomes 3 x 3 merged tokens; the region probe's targets per token are the
+    reference's answer for that region: in an image whose left third is red and the rest blue, 64 x 192 pixels
+    (the processor alone would make it 2 x 6 tokens), the left column of tokens says red, the others blue."""
     import torch
 
-    from core.training.target import ColourProbe
+    from core.training.target import RegionProbe
     from core.world.describe import TERMS
 
-    pixels = np.zeros((64, 128, 3), dtype=np.uint8)
+    pixels = np.zeros((64, 192, 3), dtype=np.uint8)
     pixels[:, :64] = (220, 20, 20)
     pixels[:, 64:] = (20, 40, 220)
     image = Image.fromarray(pixels)
-    grid = tiny_target.image_processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
-    assert grid.tolist() == [1, 6, 10]  # resized to 96 x 160 pixels: 3 x 5 merged tokens of 32 x 32
-    probe = ColourProbe(tiny_target.text_config.hidden_size)
-    shares, light = probe.targets(image, grid)
-    assert shares.shape == (15, len(TERMS)) and light.shape == (15,)
-    torch.testing.assert_close(shares.sum(1), torch.ones(15))
+    assert tiny_target.model.config.image_side == 96
+    assert tiny_target.pixels([image])["image_grid_thw"].tolist() == [[1, 6, 6]]
+    assert tiny_target.image_processor(images=[image], return_tensors="pt")["image_grid_thw"].tolist() != [[1, 6, 6]]
+    probe = RegionProbe(tiny_target.text_config.hidden_size)
+    targets = probe.targets([image])
     red, blue = TERMS.index("red"), TERMS.index("blue")
-    for row in range(3):
-        columns = shares[5 * row:5 * row + 5]
-        assert columns[:2, red].min() > 0.9 and columns[3:, blue].min() > 0.9
-        assert 0.3 < columns[2, red] < 0.7 and 0.3 < columns[2, blue] < 0.7
-    features = [torch.randn(15, tiny_target.text_config.hidden_size, requires_grad=True)]
-    loss = probe.loss(features, [image], grid[None])
-    loss.backward()
-    assert torch.isfinite(loss) and features[0].grad.abs().sum() > 0
+    assert targets["term"].tolist() == [red, blue, blue] * 3 and targets["cell"].tolist() == list(range(9))
+    features = torch.randn(9, tiny_target.text_config.hidden_size, requires_grad=True)
+    losses = probe.losses(features, [image])
+    sum(losses.values()).backward()
+    assert set(losses) == {"cell", "term", "shade", "lightness"} and features.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="3x3"):
+        probe.losses(torch.randn(12, tiny_target.text_config.hidden_size), [image])
 
 
 def test_the_heldout_photographs_are_written_whole(tmp_path):

@@ -27,7 +27,8 @@ from core.training.massv import train as train_massv
 from core.training.self_distill import DistillConfig, distillation_set, load_or_make, training_samples
 from core.world import scenes
 
-# Different sizes and aspect ratios, so one batch mixes image grids (9, 4 and 15 visual tokens for the tiny target).
+# Different sizes and aspect ratios, so one batch mixes image grids (9, 4 and 15 visual tokens for the shipped target,
+# whose processor keeps aspect ratios; a target with `image_side`, like the tiny one, sees 9 each).
 IMAGES = {"square.png": (96, 96), "wide.jpg": (160, 64), "tall.webp": (64, 128)}
 ROWS = [
     {"file_name": "square.png", "prompt": "What is in this picture?", "answer": "two objects"},

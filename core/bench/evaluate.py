@@ -31,7 +31,9 @@ from core.world.photos import NO_TEXT
 
 
 @torch.no_grad()
-def answer(vlm: VisionLanguageModel, image, prompt: str, max_new_tokens: int = 80) -> str:
+def answer(vlm: VisionLanguageModel, image, prompt: str, max_new_tokens: int = 128) -> str:
+    """The target's greedy answer; 128 new tokens hold any reference answer (a colour layout is up to ~100: this
+    world-trained tokenizer spends three tokens on a colour word), so no answer is scored cut short."""
     request = vlm.prepare(image, prompt)
     out = vlm.model.generate(
         input_ids=request.input_ids,

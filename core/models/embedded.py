@@ -118,6 +118,7 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,
+        image_side=scenes.IMAGE_SIZE,  # VisionLanguageModel.pixels: every image as a square, its 3x3 tokens the regions
     )
     model = Qwen2_5_VLForConditionalGeneration(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id

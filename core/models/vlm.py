@@ -114,11 +114,22 @@ class VisionLanguageModel:
         if image is None:
             ids = text_ids
             return Request(ids, torch.zeros_like(ids), None, None, text_ids)
-        pixels = self.image_processor(images=[image.convert("RGB")], return_tensors="pt")
+        pixels = self.pixels([image])
         grid = pixels["image_grid_thw"]
         ids = self.tokenizer(self.image_prompt_text(prompt, grid), return_tensors="pt")["input_ids"]
         mm = (ids == self.image_token_id).long()
         return Request(ids, mm, pixels["pixel_values"], grid, text_ids)
+
+    def pixels(self, images: list[Image.Image]) -> dict:
+        """The image processor's tensors for a list of images: the one way images enter the model, in training and
+        inference. A config with `image_side` (the embedded target's) first resizes every image to that square, so
+        its 3x3 visual tokens are the 3x3 regions a colour layout names, whatever the image's aspect ratio
+        (core/world/describe.py resamples the same way); hub models keep the processor's own aspect-preserving resize."""
+        side = getattr(self.model.config, "image_side", None)
+        images = [image.convert("RGB") for image in images]
+        if side:
+            images = [image.resize((side, side), Image.Resampling.BOX) for image in images]
+        return self.image_processor(images=images, return_tensors="pt")
 
     @torch.no_grad()
     def encode_image(self, request: Request):

@@ -17,7 +17,7 @@ def answer_batch(tok, batch: list[scenes.Sample], vlm: VisionLanguageModel | Non
     with_image = vlm is not None
     rows, labels, types = [], [], []
     if with_image:
-        pixels = vlm.image_processor(images=[s.image for s in batch], return_tensors="pt")
+        pixels = vlm.pixels([s.image for s in batch])
     for i, s in enumerate(batch):
         if with_image:
             text = vlm.image_prompt_text(s.prompt, pixels["image_grid_thw"][i])

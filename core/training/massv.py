@@ -29,7 +29,7 @@ from core.models.vlm import VisionLanguageModel, visual_features
 from core.training import training_data
 from core.training.batches import answer_batch, per_sample_loss
 from core.training.self_distill import DistillConfig, distillation_set, training_samples
-from core.world import scenes
+from core.world import mix, scenes
 
 
 @dataclass
@@ -50,6 +50,7 @@ class MassvTrainConfig:
     samples_per_prompt: int = 1
     temperature: float = 0.0
     max_new_tokens: int = 64
+    mix: str = "world"  # without the user's examples, the images of both phases: world or world,photos (core/world/mix.py)
 
     def __post_init__(self):
         if self.phase not in (1, 2):
@@ -100,13 +101,14 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
         drafter = MassvDrafter.from_text_drafter(lm, vision_width)
         lm.requires_grad_(False)
         params = list(drafter.projector.parameters())
-        # the world: different indices from the text drafter's and phase 2's data
-        data = examples if examples is not None else scenes.samples("train", cfg.steps * cfg.batch, start=2_000_000)
+        # the mix: different indices from the text drafter's and phase 2's data
+        data = examples if examples is not None else mix.Samples("train", cfg.steps * cfg.batch, 2_000_000, cfg.mix)
         extra = {}
     else:
         drafter = MassvDrafter.from_pretrained(cfg.phase1)
         dataset = distillation_set(target, DistillConfig(cfg.target, cfg.prompts, cfg.samples_per_prompt,
-                                                         cfg.temperature, cfg.max_new_tokens), examples=examples)
+                                                         cfg.temperature, cfg.max_new_tokens, cfg.mix),
+                                     examples=examples)
         (out / "distillation_set.json").write_text(json.dumps(dataset))
         data = training_samples(dataset)
         params = list(drafter.model.parameters()) + list(drafter.projector.parameters())

@@ -25,7 +25,7 @@ from core.models.registry import load_target
 from core.models.vlm import VisionLanguageModel
 from core.training import training_data
 from core.training.training_data import Example, TrainingData
-from core.world import scenes
+from core.world import mix, scenes
 
 FIRST_INDEX = 1_000_000  # train-split indices no training script draws its own ground-truth batches from
 
@@ -37,7 +37,8 @@ class DistilledDrafterConfig:
     target: str = str(EMBEDDED_PATHS["target"])
     data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
     prompts: int = 2048
-    max_new_tokens: int = 64  # the longest response the target gives when the set is generated
+    max_new_tokens: int = 64  # the longest response kept (with photos: 128, a colour layout is up to ~100 tokens)
+    mix: str = "world"  # the prompts' images without the user's examples (core/world/mix.py): world or world,photos
     data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
@@ -48,7 +49,7 @@ class DistilledDrafterConfig:
         examples = training_data.load(self.data_dir, self.hf_dataset)
         target = load_target(self.target)
         target.model.requires_grad_(False)
-        distill = DistillConfig(self.target, self.prompts, max_new_tokens=self.max_new_tokens)
+        distill = DistillConfig(self.target, self.prompts, max_new_tokens=self.max_new_tokens, mix=self.mix)
         return target, load_or_make(self.data, target, distill, examples), examples
 
 
@@ -59,12 +60,13 @@ class DistillConfig:
     samples_per_prompt: int = 1
     temperature: float = 0.0  # 0 = the target's greedy answer
     max_new_tokens: int = 64
+    mix: str = "world"  # world, or world,photos (core/world/mix.py); ignored with the user's examples
 
 
 @torch.no_grad()
 def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int = 32,
                      examples: TrainingData | None = None) -> dict:
-    """The target's own responses to training prompts (world train split, or the first cfg.prompts of the user's
+    """The target's own responses to training prompts (the mix's train split, or the first cfg.prompts of the user's
     `examples`), batched with left padding (the processor gives each image of a batch its own grid)."""
     cfg = _capped(cfg, examples)
     tok = target.tokenizer
@@ -72,7 +74,7 @@ def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int
     for start in range(0, cfg.prompts, batch):
         count = min(batch, cfg.prompts - start)
         if examples is None:
-            samples = scenes.samples("train", count, start=FIRST_INDEX + start)
+            samples = mix.samples("train", count, start=FIRST_INDEX + start, mix=cfg.mix)
             where = [{"split": "train", "index": FIRST_INDEX + start + i} for i in range(count)]
         else:
             samples = examples[start:start + count]
@@ -128,7 +130,7 @@ def training_samples(dataset: dict) -> Sequence[scenes.Sample]:
     if rows and "image" in rows[0]:
         return TrainingData(dataset["metadata"]["source"],
                             [Example(r["image"], r["task"], r["prompt"], r["response"]) for r in rows])
-    return [scenes.Sample(scenes.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
+    return [scenes.Sample(mix.sample(r["split"], r["index"], r["task"]).image, r["task"], r["prompt"], r["response"])
             for r in rows]
 
 

@@ -1,16 +1,21 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR] [--out DIR]
-        [--mix world,photos]      # also images beyond the world: any image's colour layout, text, honest answers
+        [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
+                                                   # colour layout, text, honest answers
 
 Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for speed:
 - dense vision supervision (`VisionProbe`, linear heads discarded after training): each visual token must say
   what its four patches hold, which cell it is, and for charts its column's label and value. Without it the LM
   learns the answers' form in a hundred steps, then plateaus for hundreds more before it looks at the image;
   without the cell, it has to tell the 3x3 grid apart by rotary positions alone, which it barely can;
-- `--vision-steps`: the vision tower and probe first train alone, ten times cheaper per step than the full model;
+- beyond the world (`RegionProbe`): the target sees every image as a 96x96 square (`image_side`), so its 3x3 visual
+  tokens are the 3x3 regions a colour layout names, and each token must say which region it is and that region's
+  colour term, shade and lightness: the answer's facts, readable linearly;
+- `--vision-steps`: the vision tower and probes first train alone, ten times cheaper per step than the full model;
 - task sampling weighted by each family's running chance of a wrong answer, 1 - exp(-answer NLL): exact match
-  needs every token, so a 40-token caption at a low per-token loss is still a hard family;
+  needs every token, so a 40-token caption at a low per-token loss is still a hard family; with photos, world
+  scenes keep `--world-share` of every batch, or the far more often wrong new families starve them (forgetting);
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
 - `--init` continues a checkpoint (the shipped target is several such runs: README, "The embedded models").
 """
@@ -23,15 +28,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
 from transformers import get_cosine_schedule_with_warmup
 
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
-from core.world import describe, photos, scenes
+from core.world import describe, mix, photos, scenes
 
 
 @dataclass
@@ -49,23 +52,7 @@ class TargetTrainConfig:
     vision_steps: int = 0  # first train the vision tower on the probe alone (fast: no LM forward)
     init: str = ""  # continue from this checkpoint instead of a fresh model
     mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/photos.py)
-
-
-PHOTOS = "photos/"  # the task names of core/world/photos.py's samples, as the sampler sees them
-
-
-def task_names(mix: str) -> tuple[str, ...]:
-    sources = mix.split(",")
-    if not set(sources) <= {"world", "photos"} or "world" not in sources:
-        raise ValueError(f"--mix must be 'world' or 'world,photos', got {mix!r}")
-    return scenes.TASKS + (tuple(PHOTOS + t for t in photos.TASKS) if "photos" in sources else ())
-
-
-def training_sample(task: str, index: int) -> scenes.Sample:
-    """The index-th training sample of a task: a world scene, or (PHOTOS tasks) an image beyond the world."""
-    if task.startswith(PHOTOS):
-        return photos.sample("train", index, task.removeprefix(PHOTOS))
-    return scenes.sample("train", index, task)
+    world_share: float = 0.5  # with photos, the share of each batch that is world scenes
 
 
 class VisionProbe(torch.nn.Module):
@@ -112,34 +99,48 @@ class VisionProbe(torch.nn.Module):
         return out
 
 
-class ColourProbe(torch.nn.Module):
-    """Linear heads (discarded after training) for images beyond the world, which have no patch labels: each visual
-    token predicts the share of each basic colour term among the pixels it covers, and their mean lightness (the
-    facts a colour-layout answer is made of, core/world/describe.py), read from the image as the processor resized it."""
+class RegionProbe(torch.nn.Module):
+    """Linear heads (discarded after training) for images beyond the world, which have no patch labels: the target
+    sees every image as a 96x96 square (`image_side`), so its 3x3 visual tokens are the layout's 3x3 regions, and each
+    token must say which region it is and that region's answer as core/world/describe.py computes it: the colour term,
+    light / plain / dark, and the mean lightness (which the brightest-region answer compares). The answers' facts,
+    readable linearly, so the LM finds "the top-left token" by content (as VisionProbe's cell head does in the world)
+    and copies its colour instead of deriving it."""
 
-    def __init__(self, hidden: int, patch: int = 16, merge: int = 2):
+    SHADES = ("", "light ", "dark ")
+
+    def __init__(self, hidden: int):
         super().__init__()
-        self.patch, self.merge = patch, merge
-        self.terms = torch.nn.Linear(hidden, len(describe.TERMS))
-        self.lightness = torch.nn.Linear(hidden, 1)
+        self.heads = torch.nn.ModuleDict({"cell": torch.nn.Linear(hidden, len(scenes.POSITIONS)),
+                                          "term": torch.nn.Linear(hidden, len(describe.TERMS)),
+                                          "shade": torch.nn.Linear(hidden, len(self.SHADES)),
+                                          "lightness": torch.nn.Linear(hidden, 1)})
 
-    def targets(self, image, grid_thw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """[tokens, terms] colour-term shares and [tokens] mean lightness, merged tokens in row-major order."""
-        _, rows, cols = (int(v) for v in grid_thw)
-        size = (cols * self.patch, rows * self.patch)
-        rgb = np.asarray(image.convert("RGB").resize(size, Image.Resampling.BICUBIC), dtype=np.float64) / 255
-        h, w, side = rows // self.merge, cols // self.merge, self.patch * self.merge
-        onehot = np.eye(len(describe.TERMS))[describe.colour_terms(rgb)].reshape(h, side, w, side, -1)
-        light = describe.light(rgb).reshape(h, side, w, side)
-        return (torch.tensor(onehot.mean((1, 3)).reshape(h * w, -1), dtype=torch.float32),
-                torch.tensor(light.mean((1, 3)).reshape(-1), dtype=torch.float32))
+    def targets(self, images: list) -> dict[str, torch.Tensor]:
+        """One row per visual token (9 per image, reading order)."""
+        layouts = [describe.layout(image) for image in images]
+        colours = [colour.split() for lay in layouts for colour in lay.regions]  # "light blue" -> ["light", "blue"]
+        return {"cell": torch.arange(len(scenes.POSITIONS)).repeat(len(images)),
+                "term": torch.tensor([describe.TERMS.index(c[-1]) for c in colours]),
+                "shade": torch.tensor([self.SHADES.index(c[0] + " ") if len(c) == 2 else 0 for c in colours]),
+                "lightness": torch.tensor([v for lay in layouts for v in lay.lightness], dtype=torch.float32)}
 
-    def loss(self, features: list[torch.Tensor], images: list, grids: torch.Tensor) -> torch.Tensor:
-        shares, light = zip(*(self.targets(image, grid) for image, grid in zip(images, grids)))
-        seen = torch.cat(features)
-        seen = torch.nn.functional.rms_norm(seen, seen.shape[-1:])  # the tower's outputs are large; keep this loss O(1)
-        terms = torch.nn.functional.cross_entropy(self.terms(seen), torch.cat(shares))  # soft labels
-        return terms + 10 * torch.nn.functional.mse_loss(self.lightness(seen).squeeze(-1), torch.cat(light))
+    def losses(self, features: torch.Tensor, images: list) -> dict[str, torch.Tensor]:
+        targets = self.targets(images)
+        if features.shape[0] != targets["term"].shape[0]:
+            raise ValueError(f"{features.shape[0]} visual tokens for {len(images)} images: the probe needs 3x3 "
+                             "tokens per image (a config with image_side = 96)")
+        seen = torch.nn.functional.rms_norm(features, features.shape[-1:])  # the tower's outputs are large
+        return {"cell": torch.nn.functional.cross_entropy(self.heads["cell"](seen), targets["cell"]),
+                "term": torch.nn.functional.cross_entropy(self.heads["term"](seen), targets["term"]),
+                "shade": torch.nn.functional.cross_entropy(self.heads["shade"](seen), targets["shade"]),
+                "lightness": 10 * torch.nn.functional.mse_loss(self.heads["lightness"](seen).squeeze(-1),
+                                                               targets["lightness"])}
+
+    @torch.no_grad()
+    def term_accuracy(self, features: torch.Tensor, images: list) -> float:
+        seen = torch.nn.functional.rms_norm(features, features.shape[-1:])
+        return float((self.heads["term"](seen).argmax(-1) == self.targets(images)["term"]).float().mean())
 
 
 class TaskSampler:
@@ -167,38 +168,34 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
 
     torch.manual_seed(cfg.seed)
     vlm = VisionLanguageModel.from_pretrained(cfg.init) if cfg.init else new_target(size)
+    vlm.model.config.image_side = scenes.IMAGE_SIZE  # as new_target's: a checkpoint from before image_side gains it
     model = vlm.model.train()
     probe = VisionProbe(vlm.text_config.hidden_size)
-    vision = vlm.model.config.vision_config
-    colour_probe = ColourProbe(vlm.text_config.hidden_size, vision.patch_size, vision.spatial_merge_size)
-    pretrain_vision(vlm, probe, cfg)
-    params = list(model.parameters()) + list(probe.parameters()) + list(colour_probe.parameters())
+    region_probe = RegionProbe(vlm.text_config.hidden_size)
+    pretrain_vision(vlm, probe, region_probe, cfg)
+    params = list(model.parameters()) + list(probe.parameters()) + list(region_probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
-    sampler = TaskSampler(task_names(cfg.mix), seed=cfg.seed)
+    # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
+    # start far more often wrong) does not starve the world's families and make the target forget them.
+    samplers = {source: TaskSampler(mix.tasks(cfg.mix, source), seed=cfg.seed) for source in mix.sources(cfg.mix)}
+    n_world = cfg.batch if len(samplers) == 1 else round(cfg.batch * cfg.world_share)
     log = []
     start = time.time()
     index = 0
     for step in range(1, cfg.steps + 1):
-        tasks = sampler.draw(cfg.batch)
-        batch = [training_sample(t, index + i) for i, t in enumerate(tasks)]
+        tasks = samplers["world"].draw(n_world) + (samplers["photos"].draw(cfg.batch - n_world) if "photos" in samplers else [])
+        batch = [mix.sample("train", index + i, t) for i, t in enumerate(tasks)]
         index += cfg.batch
         inputs = answer_batch(vlm.tokenizer, batch, vlm)
         labels = inputs.pop("labels")
-        # One vision pass feeds both the LM and the dense head.
+        # One vision pass feeds both the LM and the dense heads.
         features = model.get_image_features(inputs.pop("pixel_values"), inputs["image_grid_thw"], return_dict=True)
         logits = model(**inputs, mm_encoder_outputs={"image": features}).logits
         losses = per_sample_loss(logits, labels)
-        # The world probe reads the world's 3x3 visual tokens; other images have their own token grids and colours.
-        world = [i for i, t in enumerate(tasks) if not t.startswith(PHOTOS)]
-        beyond = [i for i, t in enumerate(tasks) if t.startswith(PHOTOS)]
         aux = torch.zeros(())
-        if world and cfg.aux_weight:
-            seen = torch.cat([features.pooler_output[i] for i in world])
-            aux = sum(probe.losses(seen, [batch[i] for i in world]).values(), aux)
-        if beyond and cfg.aux_weight:
-            aux = aux + colour_probe.loss([features.pooler_output[i] for i in beyond], [batch[i].image for i in beyond],
-                                          inputs["image_grid_thw"][beyond])
+        if cfg.aux_weight:
+            aux = vision_losses(probe, region_probe, features.pooler_output, batch, tasks)
         loss = losses.mean() + cfg.aux_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -206,9 +203,11 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         opt.step()
         sched.step()
         answer_tokens = (labels[:, 1:] != -100).sum(1)
-        sampler.update(tasks, losses.detach() * answer_tokens)
+        for source, sampler in samplers.items():
+            mine = [i for i, t in enumerate(tasks) if t in sampler.wrong]
+            sampler.update([tasks[i] for i in mine], (losses.detach() * answer_tokens)[mine])
         if step % 25 == 0:
-            wrong = {k: round(v, 3) for k, v in sampler.wrong.items()}
+            wrong = {k: round(v, 3) for sampler in samplers.values() for k, v in sampler.wrong.items()}
             print(f"step {step} loss {loss.item():.3f} vision {aux.item():.3f} wrong {wrong} {time.time() - start:.0f}s",
                   flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -230,22 +229,51 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     return vlm
 
 
-def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, cfg: TargetTrainConfig) -> None:
-    """Vision tower + probe alone: ten times cheaper per step than the full model, and it gives the LM visual
-    tokens that already say what and where they are."""
-    params = list(vlm.model.model.visual.parameters()) + list(probe.parameters())
+def vision_losses(probe: VisionProbe, region_probe: RegionProbe, features: list[torch.Tensor],
+                  batch: list[scenes.Sample], tasks: list[str]) -> torch.Tensor:
+    """The dense heads' loss: world scenes by their patch labels, other images by their regions' answers."""
+    world = [i for i, t in enumerate(tasks) if not t.startswith(mix.PHOTOS)]
+    beyond = [i for i, t in enumerate(tasks) if t.startswith(mix.PHOTOS)]
+    total = torch.zeros(())
+    if world:
+        total = sum(probe.losses(torch.cat([features[i] for i in world]), [batch[i] for i in world]).values(), total)
+    if beyond:
+        total = sum(region_probe.losses(torch.cat([features[i] for i in beyond]), [batch[i].image for i in beyond]).values(),
+                    total)
+    return total
+
+
+def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: RegionProbe,
+                    cfg: TargetTrainConfig) -> None:
+    """Vision tower + probes alone: ten times cheaper per step than the full model, and it gives the LM visual
+    tokens that already say what and where they are (and beyond the world, their region's colour)."""
+    params = list(vlm.model.model.visual.parameters()) + list(probe.parameters()) + list(region_probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    beyond = "photos" in mix.sources(cfg.mix)
+    heldout = [photos.sample("heldout", i, "layout", ("procedural", "photo")[i % 2]).image for i in range(60)]
     start = time.time()
     for step in range(1, cfg.vision_steps + 1):
-        batch = scenes.samples("train", cfg.batch, start=(step - 1) * cfg.batch + 7_000_000)
-        pixels = vlm.image_processor(images=[s.image for s in batch], return_tensors="pt")
+        n_world = round(cfg.batch * cfg.world_share) if beyond else cfg.batch
+        base = (step - 1) * cfg.batch + 7_000_000
+        batch = scenes.samples("train", n_world, start=base)
+        tasks = ["world"] * n_world
+        if beyond:
+            batch += [photos.sample("train", base + i) for i in range(cfg.batch - n_world)]
+            tasks += [mix.PHOTOS] * (cfg.batch - n_world)
+        pixels = vlm.pixels([s.image for s in batch])
         features = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
-        losses = probe.losses(torch.cat(features.pooler_output), batch)
+        loss = vision_losses(probe, region_probe, features.pooler_output, batch, tasks)
         opt.zero_grad(set_to_none=True)
-        sum(losses.values()).backward()
+        loss.backward()
         opt.step()
         if step % 50 == 0:
-            print(f"vision step {step} {({k: round(v.item(), 3) for k, v in losses.items()})} {time.time() - start:.0f}s", flush=True)
+            line = f"vision step {step} loss {loss.item():.3f}"
+            if beyond:
+                with torch.no_grad():
+                    pixels = vlm.pixels(heldout)
+                    seen = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"]).pooler_output
+                line += f" held-out region term accuracy {region_probe.term_accuracy(torch.cat(seen), heldout):.3f}"
+            print(f"{line} {time.time() - start:.0f}s", flush=True)
 
 
 def run(args) -> None:

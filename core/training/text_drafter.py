@@ -19,7 +19,7 @@ from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 from core.models.embedded import EMBEDDED_PATHS, DrafterSize, new_text_drafter
 from core.models.loading import save_bf16
 from core.training.batches import answer_batch, per_sample_loss
-from core.world import scenes
+from core.world import mix
 
 
 @dataclass
@@ -31,6 +31,7 @@ class DrafterTrainConfig:
     seed: int = 0
     target: str = str(EMBEDDED_PATHS["target"])  # whose tokenizer and chat template the drafter shares
     out: str = str(EMBEDDED_PATHS["text"])
+    mix: str = "world"  # the target's training images (core/world/mix.py): world or world,photos
 
 
 def train(cfg: DrafterTrainConfig, size: DrafterSize = DrafterSize()):
@@ -41,7 +42,7 @@ def train(cfg: DrafterTrainConfig, size: DrafterSize = DrafterSize()):
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     start, log = time.time(), []
     for step in range(1, cfg.steps + 1):
-        batch = scenes.samples("train", cfg.batch, start=step * cfg.batch)
+        batch = mix.samples("train", cfg.batch, start=step * cfg.batch, mix=cfg.mix)
         inputs = answer_batch(tokenizer, batch)
         labels = inputs.pop("labels")
         loss = per_sample_loss(model(**inputs).logits, labels).mean()

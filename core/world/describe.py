@@ -41,6 +41,7 @@ class Layout:
     main: tuple[str, ...]  # one or two basic terms, the largest share first
     regions: tuple[str, ...]  # 9 colours (term, optionally "light " / "dark "), in POSITIONS' reading order
     brightest: str  # one of POSITIONS
+    lightness: tuple[float, ...] = ()  # the 9 regions' mean lightness in [0, 1], in POSITIONS' reading order
 
     def description(self) -> str:
         """The answer to "Describe the image." for an image that is not a world scene."""
@@ -113,7 +114,7 @@ def layout(image: Image.Image) -> Layout:
     main = (TERMS[order[0]],) if share[order[0]] >= MOSTLY else (TERMS[order[0]], TERMS[order[1]])
     mean = float(light.mean())
     tone = "bright" if mean > 0.6 else "dark" if mean < 0.35 else "mid-toned"
-    return Layout(tone, main, tuple(regions), POSITIONS[int(np.argmax(brightness))])
+    return Layout(tone, main, tuple(regions), POSITIONS[int(np.argmax(brightness))], tuple(brightness))
 
 
 def described_regions(text: str) -> list[str] | None:

@@ -1,0 +1,63 @@
+"""The training mix: world scenes (core/world/scenes.py) and images beyond the world (core/world/photos.py) as one
+space of tasks, so the target and every drafter learn from the same images. A photos task is named "photos/<task>"
+(e.g. "photos/layout"); a sample is a pure function of (split, index, task), which is all a saved training set keeps.
+
+    from core.world import mix
+    mix.samples("train", 8, mix="world,photos")     # a list: alternating world scenes and other images
+    mix.Samples("train", 19_200, mix="world,photos")     # the same, drawn when read
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from core.world import photos, scenes
+
+PHOTOS = "photos/"
+MIXES = ("world", "world,photos")
+
+
+def sources(mix: str) -> tuple[str, ...]:
+    if mix not in MIXES:
+        raise ValueError(f"the mix must be one of {MIXES}, got {mix!r}")
+    return tuple(mix.split(","))
+
+
+def tasks(mix: str, source: str | None = None) -> tuple[str, ...]:
+    """The mix's task names (one source's only, if given)."""
+    names = {"world": scenes.TASKS, "photos": tuple(PHOTOS + t for t in photos.TASKS)}
+    return tuple(t for s in sources(mix) if source in (None, s) for t in names[s])
+
+
+def sample(split: str, index: int, task: str) -> scenes.Sample:
+    """The index-th sample of a task: a world scene, or (a photos/ task) an image beyond the world."""
+    if task.startswith(PHOTOS):
+        return replace(photos.sample(split, index, task.removeprefix(PHOTOS)), task=task)
+    return scenes.sample(split, index, task)
+
+
+class Samples(Sequence):
+    """n samples alternating between the mix's sources, each source's tasks round-robin, counted from `start` as
+    scenes.samples counts (the world mix gives exactly its samples); each drawn when read, so a long training run
+    does not hold thousands of large images."""
+
+    def __init__(self, split: str, n: int, start: int = 0, mix: str = "world"):
+        self.split, self.n, self.start = split, n, start
+        self.per_source = [tasks(mix, s) for s in sources(mix)]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self.n))]
+        if not -self.n <= k < self.n:
+            raise IndexError(k)
+        k %= self.n
+        own = self.per_source[k % len(self.per_source)]
+        return sample(self.split, self.start + k, own[k // len(self.per_source) % len(own)])
+
+
+def samples(split: str, n: int, start: int = 0, mix: str = "world") -> list[scenes.Sample]:
+    return Samples(split, n, start, mix)[:]
