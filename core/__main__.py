@@ -91,8 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
     train.add_argument("--warmup", type=int, help="target: LR warmup steps")
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
-    train.add_argument("--mix", help="world (default) or world,photos: the images the target, or a drafter, trains on (core/world/mix.py)")
-    train.add_argument("--world-share", dest="world_share", type=float, help="target with --mix world,photos: share of each batch that is world scenes (default 0.5)")
+    train.add_argument("--mix", help="world (default) or world,photos: the images the target, or a drafter, trains on "
+                       "(core/world/mix.py)")
+    train.add_argument("--world-share", dest="world_share", type=float,
+                       help="target with --mix world,photos: the share of each batch that is world scenes (default 0.5)")
     train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
     train.add_argument("--text-drafter", dest="text_drafter", help="massv phase 1: the LM to start from")
     train.add_argument("--phase1", help="massv phase 2: the phase-1 checkpoint to start from")

@@ -124,7 +124,7 @@ class VisionLanguageModel:
         """The image processor's tensors for a list of images: the one way images enter the model, in training and
         inference. A config with `image_side` (the embedded target's) first resizes every image to that square, so
         its 3x3 visual tokens are the 3x3 regions a colour layout names, whatever the image's aspect ratio
-        (core/world/describe.py resamples the same way); hub models keep the processor's own aspect-preserving resize."""
+        (core/world/describe.py resamples the same way); hub models keep the processor's aspect-preserving resize."""
         side = getattr(self.model.config, "image_side", None)
         images = [image.convert("RGB") for image in images]
         if side:

@@ -50,7 +50,7 @@ class MassvTrainConfig:
     samples_per_prompt: int = 1
     temperature: float = 0.0
     max_new_tokens: int = 64
-    mix: str = "world"  # without the user's examples, the images of both phases: world or world,photos (core/world/mix.py)
+    mix: str = "world"  # without the user's examples, both phases' images: world or world,photos (core/world/mix.py)
 
     def __post_init__(self):
         if self.phase not in (1, 2):

@@ -51,7 +51,7 @@ class TargetTrainConfig:
     aux_weight: float = 0.5  # dense vision supervision (see the module docstring)
     vision_steps: int = 0  # first train the vision tower on the probe alone (fast: no LM forward)
     init: str = ""  # continue from this checkpoint instead of a fresh model
-    mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/photos.py)
+    mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/mix.py)
     world_share: float = 0.5  # with photos, the share of each batch that is world scenes
 
 
@@ -184,7 +184,9 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     start = time.time()
     index = 0
     for step in range(1, cfg.steps + 1):
-        tasks = samplers["world"].draw(n_world) + (samplers["photos"].draw(cfg.batch - n_world) if "photos" in samplers else [])
+        tasks = samplers["world"].draw(n_world)
+        if "photos" in samplers:
+            tasks += samplers["photos"].draw(cfg.batch - n_world)
         batch = [mix.sample("train", index + i, t) for i, t in enumerate(tasks)]
         index += cfg.batch
         inputs = answer_batch(vlm.tokenizer, batch, vlm)
@@ -203,7 +205,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         opt.step()
         sched.step()
         answer_tokens = (labels[:, 1:] != -100).sum(1)
-        for source, sampler in samplers.items():
+        for sampler in samplers.values():
             mine = [i for i, t in enumerate(tasks) if t in sampler.wrong]
             sampler.update([tasks[i] for i in mine], (losses.detach() * answer_tokens)[mine])
         if step % 25 == 0:
@@ -250,7 +252,7 @@ def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: 
     params = list(vlm.model.model.visual.parameters()) + list(probe.parameters()) + list(region_probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     beyond = "photos" in mix.sources(cfg.mix)
-    heldout = [photos.sample("heldout", i, "layout", ("procedural", "photo")[i % 2]).image for i in range(60)]
+    heldout = [photos.sample("heldout", i, "layout", ("procedural", "photo")[i % 2]).image for i in range(60 * beyond)]
     start = time.time()
     for step in range(1, cfg.vision_steps + 1):
         n_world = round(cfg.batch * cfg.world_share) if beyond else cfg.batch

@@ -41,7 +41,7 @@ class Layout:
     main: tuple[str, ...]  # one or two basic terms, the largest share first
     regions: tuple[str, ...]  # 9 colours (term, optionally "light " / "dark "), in POSITIONS' reading order
     brightest: str  # one of POSITIONS
-    lightness: tuple[float, ...] = ()  # the 9 regions' mean lightness in [0, 1], in POSITIONS' reading order
+    lightness: tuple[float, ...]  # the 9 regions' mean lightness in [0, 1], in POSITIONS' reading order
 
     def description(self) -> str:
         """The answer to "Describe the image." for an image that is not a world scene."""
