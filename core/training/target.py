@@ -197,7 +197,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         losses = per_sample_loss(logits, labels)
         aux = torch.zeros(())
         if cfg.aux_weight:
-            aux = vision_losses(probe, region_probe, features.pooler_output, batch, tasks)
+            aux = vision_losses(probe, region_probe, features.pooler_output, batch)
         loss = losses.mean() + cfg.aux_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -232,10 +232,11 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
 
 
 def vision_losses(probe: VisionProbe, region_probe: RegionProbe, features: list[torch.Tensor],
-                  batch: list[scenes.Sample], tasks: list[str]) -> torch.Tensor:
-    """The dense heads' loss: world scenes by their patch labels, other images by their regions' answers."""
-    world = [i for i, t in enumerate(tasks) if not t.startswith(mix.PHOTOS)]
-    beyond = [i for i, t in enumerate(tasks) if t.startswith(mix.PHOTOS)]
+                  batch: list[scenes.Sample]) -> torch.Tensor:
+    """The dense heads' loss: world scenes by their patch labels, other images (photos/ tasks) by their regions'
+    answers."""
+    world = [i for i, s in enumerate(batch) if not s.task.startswith(mix.PHOTOS)]
+    beyond = [i for i, s in enumerate(batch) if s.task.startswith(mix.PHOTOS)]
     total = torch.zeros(())
     if world:
         total = sum(probe.losses(torch.cat([features[i] for i in world]), [batch[i] for i in world]).values(), total)
@@ -258,13 +259,12 @@ def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: 
         n_world = round(cfg.batch * cfg.world_share) if beyond else cfg.batch
         base = (step - 1) * cfg.batch + 7_000_000
         batch = scenes.samples("train", n_world, start=base)
-        tasks = ["world"] * n_world
         if beyond:
-            batch += [photos.sample("train", base + i) for i in range(cfg.batch - n_world)]
-            tasks += [mix.PHOTOS] * (cfg.batch - n_world)
+            own = mix.tasks(cfg.mix, "photos")
+            batch += [mix.sample("train", base + i, own[i % len(own)]) for i in range(cfg.batch - n_world)]
         pixels = vlm.pixels([s.image for s in batch])
         features = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
-        loss = vision_losses(probe, region_probe, features.pooler_output, batch, tasks)
+        loss = vision_losses(probe, region_probe, features.pooler_output, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
