@@ -65,11 +65,6 @@ def _hsl(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.where(chroma == 0, 0.0, hue), np.clip(sat, 0, 1), light
 
 
-def light(rgb: np.ndarray) -> np.ndarray:
-    """The HSL lightness in [0, 1] of every pixel of [..., 3] RGB in [0, 1]."""
-    return _hsl(rgb)[2]
-
-
 def colour_terms(rgb: np.ndarray) -> np.ndarray:
     """The basic colour term (an index into TERMS) of every pixel of [..., 3] RGB in [0, 1]."""
     hue, sat, light = _hsl(rgb)
