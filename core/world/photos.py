@@ -5,6 +5,8 @@ Sources, each at a random size and aspect ratio:
   procedural  photo-like images: gradients, fractal noise, blurred blobs, stripes, textures, overlaid shapes
   text        rendered words and numbers (sizes, colours, outlines) on plain or procedural backgrounds
   photo       scikit-image's photographs (when installed), randomly cropped, flipped and colour-jittered
+  collage     a grid of uneven cells, each a plain colour, a photo-like image or a photograph crop: neighbouring
+              regions differ, so a layout cannot be told by repeating the previous region's colour
 Tasks: "layout" (Describe the image.), "region" (one cell's colour), "colours" (the main colours), "brightest",
 "read" (What is written here?: the text, or "There is no text.") and "unknown" (a question the pixels cannot answer:
 an honest "I can only describe colours and layout: ..."). Prompts come in several paraphrases.
@@ -26,7 +28,7 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from core.world.describe import answers
 from core.world.scenes import OCR_WORDS, POSITIONS, SPLITS, Sample
 
-SOURCES = ("procedural", "text", "photo")
+SOURCES = ("procedural", "text", "photo", "collage")
 TASKS = ("layout", "region", "colours", "brightest", "read", "unknown")
 # scikit-image's bundled photographs (they load without a download); the held-out ones never appear in training.
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat", "hubble_deep_field", "immunohistochemistry",
@@ -148,6 +150,25 @@ def photo(rng: random.Random, split: str) -> Image.Image | None:
     return image.resize(_size(rng), Image.Resampling.BILINEAR)
 
 
+def collage(rng: random.Random, split: str) -> Image.Image:
+    """Cells of an uneven grid (1-4 rows by 1-4 columns, never one cell), each filled from another source. Plain
+    photographs and photo-like images mostly keep one colour across neighbouring regions; a model trained only on
+    them learns to repeat the last colour it named instead of looking at each region."""
+    w, h = _size(rng)
+    rows, cols = rng.choice([(r, c) for r in range(1, 5) for c in range(1, 5) if r * c > 1])
+    cut = lambda n, side: [0, *sorted(rng.sample(range(4, side - 4), n - 1)), side] if side > 8 * n else \
+        [round(side * i / n) for i in range(n + 1)]  # noqa: E731
+    xs, ys = cut(cols, w), cut(rows, h)
+    image = Image.new("RGB", (w, h))
+    for top, bottom in zip(ys, ys[1:]):
+        for left, right in zip(xs, xs[1:]):
+            kind = rng.random()
+            fill = (photo(rng, split) if kind < 0.4 else None) or \
+                (procedural(rng) if kind < 0.7 else Image.new("RGB", (1, 1), _colour(rng)))
+            image.paste(fill.resize((right - left, bottom - top), Image.Resampling.BILINEAR), (left, top))
+    return image
+
+
 def _question(rng: random.Random, task: str, image: Image.Image, text: str | None) -> tuple[str, str]:
     found = answers(image)
     if task == "region":
@@ -172,6 +193,8 @@ def sample(split: str, index: int, task: str | None = None, source: str | None =
     text = None
     if source == "text":
         image, text = rendered_text(rng)
+    elif source == "collage":
+        image = collage(rng, split)
     else:
         image = photo(rng, split) if source == "photo" else None
         image = image if image is not None else procedural(rng)
