@@ -87,15 +87,18 @@ def test_sizes_and_aspect_ratios_vary():
 
 def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
     """Both probes run (vision-only warm-up, then the whole model) on batches of world scenes and other images; a
-    checkpoint from before `image_side` comes out with it, and the run is evaluated on both kinds of held-out images."""
+    checkpoint from before `image_side` comes out with it, the run is evaluated on both kinds of held-out images, and a
+    run continuing it starts from its probe heads."""
     import json
     import shutil
     from pathlib import Path
 
+    import torch
+    from safetensors.torch import load_file
     from transformers import AutoConfig
 
     from core.models.vlm import VisionLanguageModel
-    from core.training.target import TargetTrainConfig, train
+    from core.training.target import PROBES, TargetTrainConfig, train
 
     plain = Path(shutil.copytree(tiny_target_dir, tmp_path / "before-image-side"))
     config = json.loads((plain / "config.json").read_text())
@@ -108,6 +111,10 @@ def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
     log = json.loads((out / "training_log.json").read_text())["log"][-1]
     assert np.isfinite(log["loss"]) and set(log["photos"]) == {"generated", "photographs"}
     assert VisionLanguageModel.from_pretrained(out).model.config.image_side == 96
+    again = tmp_path / "continued"
+    train(TargetTrainConfig(steps=0, init=str(out), out=str(again), mix="world,photos"))
+    heads, continued = load_file(out / PROBES), load_file(again / PROBES)
+    assert heads.keys() == continued.keys() and all(torch.equal(heads[k], continued[k]) for k in heads)
 
 
 def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):

@@ -17,7 +17,9 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   needs every token, so a 40-token caption at a low per-token loss is still a hard family; with photos, world
   scenes keep `--world-share` of every batch, or the far more often wrong new families starve them (forgetting);
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
-- `--init` continues a checkpoint (the shipped target is several such runs: README, "The embedded models").
+- `--init` continues a checkpoint (the shipped target is several such runs: README, "The embedded models"), and its
+  probe heads when they were saved beside it (`probes.safetensors`, not part of the model): fresh heads cost a
+  continued run ~100 steps of large vision losses that disturb what the tower had learned.
 """
 
 from __future__ import annotations
@@ -29,12 +31,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import get_cosine_schedule_with_warmup
 
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
 from core.world import describe, mix, photos, scenes
+
+PROBES = "probes.safetensors"  # beside a training checkpoint; not copied with the shipped model
 
 
 @dataclass
@@ -172,6 +177,9 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     model = vlm.model.train()
     probe = VisionProbe(vlm.text_config.hidden_size)
     region_probe = RegionProbe(vlm.text_config.hidden_size)
+    probes = torch.nn.ModuleDict({"world": probe, "beyond": region_probe})
+    if cfg.init and (Path(cfg.init) / PROBES).is_file():
+        probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
     pretrain_vision(vlm, probe, region_probe, cfg)
     params = list(model.parameters()) + list(probe.parameters()) + list(region_probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
@@ -221,14 +229,20 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
             model.train()
             log.append({"step": step, "seconds": round(time.time() - start), "loss": loss.item(), **acc})
             print("eval", json.dumps(log[-1]), flush=True)
-            save_vlm(vlm, Path(cfg.out))
+            save_checkpoint(vlm, probes, Path(cfg.out))
     model.eval()
     out = Path(cfg.out)
-    save_vlm(vlm, out)
+    save_checkpoint(vlm, probes, out)
     (out / "training_log.json").write_text(
         json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log}, indent=1)
     )
     return vlm
+
+
+def save_checkpoint(vlm: VisionLanguageModel, probes: torch.nn.Module, out: Path) -> None:
+    """The model, and beside it the probe heads a continued run (`--init`) picks up."""
+    save_vlm(vlm, out)
+    save_file(probes.state_dict(), out / PROBES)
 
 
 def vision_losses(probe: VisionProbe, region_probe: RegionProbe, features: list[torch.Tensor],
