@@ -150,21 +150,27 @@ def photo(rng: random.Random, split: str) -> Image.Image | None:
     return image.resize(_size(rng), Image.Resampling.BILINEAR)
 
 
+def _spans(rng: random.Random, n: int, side: int) -> list[int]:
+    """Cut points of n uneven spans across `side` pixels (even ones where the side is too short to vary)."""
+    if side <= 8 * n:
+        return [round(side * i / n) for i in range(n + 1)]
+    return [0, *sorted(rng.sample(range(4, side - 4), n - 1)), side]
+
+
 def collage(rng: random.Random, split: str) -> Image.Image:
     """Cells of an uneven grid (1-4 rows by 1-4 columns, never one cell), each filled from another source. Plain
     photographs and photo-like images mostly keep one colour across neighbouring regions; a model trained only on
     them learns to repeat the last colour it named instead of looking at each region."""
     w, h = _size(rng)
     rows, cols = rng.choice([(r, c) for r in range(1, 5) for c in range(1, 5) if r * c > 1])
-    cut = lambda n, side: [0, *sorted(rng.sample(range(4, side - 4), n - 1)), side] if side > 8 * n else \
-        [round(side * i / n) for i in range(n + 1)]  # noqa: E731
-    xs, ys = cut(cols, w), cut(rows, h)
+    xs, ys = _spans(rng, cols, w), _spans(rng, rows, h)
     image = Image.new("RGB", (w, h))
     for top, bottom in zip(ys, ys[1:]):
         for left, right in zip(xs, xs[1:]):
             kind = rng.random()
-            fill = (photo(rng, split) if kind < 0.4 else None) or \
-                (procedural(rng) if kind < 0.7 else Image.new("RGB", (1, 1), _colour(rng)))
+            fill = photo(rng, split) if kind < 0.4 else None  # None without scikit-image
+            if fill is None:
+                fill = procedural(rng) if kind < 0.7 else Image.new("RGB", (1, 1), _colour(rng))
             image.paste(fill.resize((right - left, bottom - top), Image.Resampling.BILINEAR), (left, top))
     return image
 
