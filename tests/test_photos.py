@@ -1,6 +1,6 @@
 """Images beyond the world (core/world/photos.py): deterministic per (split, index), answers that are what the
-pixels say, text images that say their text and others that have none, collages whose regions differ, held-out photographs only in the held-out
-split, many sizes and aspect ratios.
+pixels say, text images that say their text and others that have none, collages whose regions differ, held-out
+photographs only in the held-out split, many sizes and aspect ratios.
 
     python -m pytest -q tests/test_photos.py
 """

@@ -181,7 +181,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     if cfg.init and (Path(cfg.init) / PROBES).is_file():
         probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
     pretrain_vision(vlm, probe, region_probe, cfg)
-    params = list(model.parameters()) + list(probe.parameters()) + list(region_probe.parameters())
+    params = list(model.parameters()) + list(probes.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
