@@ -91,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
     train.add_argument("--warmup", type=int, help="target: LR warmup steps")
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
-    train.add_argument("--mix", help="world (default) or world,photos: the images the target, or a drafter, trains on "
-                       "(core/world/mix.py)")
+    train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
+                       "world,photos, the shipped target's), trains on (core/world/mix.py)")
     train.add_argument("--world-share", dest="world_share", type=float,
                        help="target with --mix world,photos: the share of each batch that is world scenes (default 0.5)")
     train.add_argument("--phase", type=int, help="massv: 1 = projector alignment, 2 = self-data distillation")
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--samples-per-prompt", dest="samples_per_prompt", type=int)
     train.add_argument("--temperature", type=float, help="massv phase 2: the target's sampling temperature")
     train.add_argument("--max-new-tokens", dest="max_new_tokens", type=int,
-                       help="massv phase 2, dream, eagle3: the longest response the target gives (default 64)")
+                       help="massv phase 2, dream, eagle3: the longest response the target gives (default 128)")
     train.add_argument("--data", help="dream, eagle3: a self-distillation set to reuse when it matches the target")
     train.add_argument("--intermediate", help="dream: entropy (default), none, or a fixed depth such as 0.5")
     train.add_argument("--mlp-size", type=int, help="dream, eagle3: hidden size of the MLPs (default: the target's)")

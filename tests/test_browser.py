@@ -50,12 +50,9 @@ def page(app_url):
         browser.close()
 
 
-GENERATE = ("embedded", "massv", 4, 0.0, 1.0, 0, 64)  # the tab's defaults: model, drafter, γ, T, top-p, seed, tokens
-
-
 def _events(client, path, prompt, drafter="massv", drafting="chain") -> list[dict]:
     """The round events /generate returns for the request the page makes (greedy, so the same rounds)."""
-    args = (handle_file(str(path)), prompt, "embedded", drafter, 4, 0.0, 1.0, 0, 64, 0.75, drafting, 4, 16, 0)
+    args = (handle_file(str(path)), prompt, "embedded", drafter, 4, 0.0, 1.0, 0, 128, 0.75, drafting, 4, 16, 0)
     return client.predict(*args, api_name="/generate")[5]
 
 
@@ -153,7 +150,7 @@ def test_race_replay_steps_through_each_lane(page, client, world_png):
     page.locator("#race-verdict").get_by_text("Lossless", exact=False).wait_for(timeout=90_000)
     page.locator("#race-replay-view .replay-head").wait_for(timeout=20_000)
     drafters = page.locator("#race-board .lane-name").all_inner_texts()[1:]
-    events = client.predict(handle_file(str(path)), prompt, drafters, 4, 64, api_name="/race")[3]
+    events = client.predict(handle_file(str(path)), prompt, drafters, 4, 128, api_name="/race")[3]
     page.locator("#race-replay-lane input").click()
     assert page.get_by_role("option").all_inner_texts()[0] == "AR"
     for lane in ("AR", drafters[0]):

@@ -82,6 +82,11 @@ def test_the_apps_line_compares_only_what_the_pixels_answer():
     assert "**matches**" in what_the_pixels_say(image, "What colour is the center?", "Blue.")
     assert "**differs**" in what_the_pixels_say(image, "What colour is the center?", "Red.")
     assert "not compared" in what_the_pixels_say(image, "What animal is this?", "A cat.")
+    reference = answers(image)["Describe the image."]  # "... Top: blue, blue, blue. ..."
+    assert "**matches**" in what_the_pixels_say(image, "Describe the image.", reference)
+    said = reference.replace("Top: blue, blue", "Top: red, light blue")  # light / dark ignored, as in eval-target
+    assert "8 of the 9 regions' colours agree" in what_the_pixels_say(image, "Describe the image.", said)
+    assert "regions" not in what_the_pixels_say(image, "Describe the image.", "There are two objects.")
 
 
 def test_region_agreement_ignores_light_and_dark():

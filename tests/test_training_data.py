@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -223,6 +224,8 @@ def test_world_sets_keep_their_rows_metadata_and_reuse(tmp_path, tiny_target_dir
     path.write_text(json.dumps(made))
     monkeypatch.setattr(self_distill, "distillation_set", lambda *a, **k: "generated")
     assert load_or_make(str(path), tiny_target, cfg) == made
+    assert load_or_make(str(path), tiny_target, replace(cfg, target="/a/clone/elsewhere")) == made  # same weights
+    assert load_or_make(str(path), tiny_target, replace(cfg, max_new_tokens=5)) == "generated"
     assert load_or_make(str(path), tiny_target, cfg, training_data.from_folder(folder)) == "generated"
 
 

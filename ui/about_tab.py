@@ -45,24 +45,32 @@ quality where merging experts collapses the router's input-dependent mixing.
 ## The embedded models: not Qwen
 
 Everything runs offline on tiny models of real `transformers` architectures, trained from scratch by this
-project's scripts on a **procedural world**: 96x96 images of coloured shapes, rendered words and small charts,
-with four task families: *caption*, *vqa* (counts, colours, positions), *ocr* (read the text) and *chart* (read
-values and labels).
+project's scripts: first on a **procedural world** (96x96 images of coloured shapes, rendered words and small
+charts, with four task families: *caption*, *vqa* (counts, colours, positions), *ocr* (read the text) and *chart*
+(read values and labels)), then also on images beyond it: photo-like procedural images, rendered text, crops of
+scikit-image's photographs and collages of them, each answered from its own pixels.
 
 | model | what it is |
 |---|---|
 | target | Qwen2.5-VL architecture, ~7.8M parameters, 12 decoder layers, its own vision tower; trained from scratch |
 | text drafter | a 1-layer Qwen2 LM sharing the target's tokenizer; sees the prompt text, not the image |
 | MASSV drafter | that text drafter plus a projector from the target's vision features, trained in MASSV's two phases |
-| DREAM drafter | a 3-block adapter at the target's width (192, MLPs 256 wide) on the target's features, proposing from the 170 tokens the target answers with; trained on its answers |
-| EAGLE-3 drafter | one Llama layer at the target's width over the states entering its layers 2, 6 and 9, proposing from the 170 tokens the target answers with; trained on its answers with EAGLE-3's training-time test |
+| DREAM drafter | a 3-block adapter at the target's width (192, MLPs 256 wide) on the target's features, proposing from the tokens the target answers with most; trained on its answers |
+| EAGLE-3 drafter | one Llama layer at the target's width over the states entering its layers 2, 6 and 9, proposing from the tokens the target answers with most; trained on its answers with EAGLE-3's training-time test |
 
-They know nothing outside that world: a photograph gets a confident description of shapes that are not there.
-So under every answer the app shows **what the pixels say** (`core/world/describe.py`): for any image, its tone
-and the colour of each of its 3x3 regions in the 11 basic colour terms, its main colours and its brightest region,
-computed from the image itself, and whether the target's answer matches. That line is the reference; the target
-can tell you objects, counts, colours, positions, text and chart values in world scenes, and on anything else it
-makes things up. The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute
+**What the target can tell.** On a world scene: objects, counts, colours, positions, the text and chart values. On
+any other image, what its 3x3 visual tokens carry: *Describe the image.* gets the image's tone and the colour of
+each of its 3x3 regions in the 11 basic colour terms; it also answers region questions (*What colour is the top
+left?*), the main colours and the brightest region. On images it never trained on it names 86 % of the regions of
+generated images right, 76 % of crops of photographs and 89 % of four whole photographs (the examples here).
+**What it cannot tell.** It does not read text outside the world's scenes: 3x3 tokens are too few for letters a
+few pixels wide: it answers *There is no text.*, right for photographs without text, wrong where there is
+some. It does not know objects: a question it was not taught (*What animal is this?*) gets
+*I can only describe colours and layout: ...* rather than a guess.
+
+So under every answer the app shows **what the pixels say** (`core/world/describe.py`): the same layout, main
+colours and brightest region computed from the image itself, and whether the target's answer matches. That line
+is the reference. The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute
 speeds are those of a 7.8M-parameter model on this server's CPU.
 
 ## Hub models

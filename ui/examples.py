@@ -1,5 +1,5 @@
-"""Example inputs: held-out world samples (what the embedded models know) and public-domain / CC0 photographs
-shipped inside scikit-image (out of distribution for the embedded models; in distribution for a real VLM).
+"""Example inputs: held-out world samples and the public-domain / CC0 photographs shipped inside scikit-image that
+the embedded target never trained on (core/world/photos.py holds them out; it trained on crops of the others).
 
     python -m ui.examples      # writes the example images and prints their paths and prompts
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 from PIL import Image
 
 from core.world import scenes
+from core.world.photos import HELDOUT_PHOTOS
 
 TASK_PROMPTS = {
     "caption": "Describe the image.",
@@ -21,12 +22,13 @@ TASK_PROMPTS = {
     "chart": "Which label has the highest value?",
 }
 # name -> credit; every one loads from the scikit-image wheel itself, no download.
-PHOTOS = {
+CREDITS = {
     "astronaut": "Eileen Collins, NASA (public domain)",
-    "coffee": "Rachel Michetti (CC0)",
     "chelsea": "Stéfan van der Walt (CC0)",
     "rocket": "SpaceX (public domain)",
+    "retina": "Mikael Häggström (CC0)",
 }
+PHOTOS = {name: CREDITS[name] for name in HELDOUT_PHOTOS}
 PHOTO_SIDE = 256  # the target's processor works at ~96x96 anyway; small files keep the page light
 
 

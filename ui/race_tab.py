@@ -114,7 +114,7 @@ def build() -> None:
             )
             with gr.Row():
                 gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="Draft length γ")
-                max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+                max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens")
             run = gr.Button("Race", variant="primary")
         with gr.Column(scale=3):
             board = gr.HTML(label="Lanes", elem_id="race-board")

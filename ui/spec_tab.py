@@ -12,7 +12,7 @@ from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
 from core.decoding.metrics import RunStats
 from core.models.registry import load_drafter
-from core.world.describe import answers
+from core.world.describe import answers, described_regions, region_agreement
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
@@ -108,10 +108,14 @@ def what_the_pixels_say(image, prompt, output=None) -> str:
                 f"*The prompt is not one the pixels answer ({', '.join(f'“{q}”' for q in list(found)[:3])}, "
                 "“What colour is the top left?”, …), so the target's answer is not compared.*")
     verdict = ""
-    if output:
-        same = output.strip() == found[asked]
-        verdict = ("  \nThe target's answer **matches** it." if same else "  \nThe target's answer **differs** "
-                   "(on a world scene its object caption is the more specific answer; elsewhere it is made up).")
+    if output and output.strip() == found[asked]:
+        verdict = "  \nThe target's answer **matches** it."
+    elif output:
+        regions = ""
+        if described_regions(found[asked]) and described_regions(output):
+            regions = f": {round(9 * region_agreement(found[asked], output))} of the 9 regions' colours agree"
+        verdict = (f"  \nThe target's answer **differs**{regions} (on a world scene its object caption is the more "
+                   "specific answer).")
     return f"**What the pixels say** for “{asked}”: {found[asked]}{verdict}"
 
 
@@ -120,12 +124,12 @@ def build() -> None:
         with gr.Column(scale=2):
             image = image_input(type="pil", label="Image", height=240, elem_id="spec-image", sources=["upload", "clipboard"])
             prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4, elem_id="spec-prompt")
-            gr.Examples(world_examples(), [image, prompt], label="World samples (what the embedded models know)",
+            gr.Examples(world_examples(), [image, prompt], label="World samples (held out; what the target knows best)",
                         visible_columns=[0], examples_per_page=8)
             photos = photo_examples()
             if photos:
                 gr.Examples(photos, [image, prompt], visible_columns=[0],
-                            label=f"Photographs, out of distribution here ({photo_credits()}; from scikit-image)")
+                            label=f"Photographs the target never saw ({photo_credits()}; from scikit-image)")
             preset = gr.Radio(list(TASK_PROMPTS), label="Task preset", value="caption")
             with gr.Row():
                 model = gr.Dropdown(models.model_choices(), value=models.EMBEDDED, label="Target model")
@@ -136,7 +140,7 @@ def build() -> None:
                 temperature = gr.Slider(0, 1.5, value=0, step=0.05, label="Temperature (0 = greedy)")
                 top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
                 seed = gr.Number(0, precision=0, label="Seed")
-                max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens")
+                max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens")
             with gr.Accordion("DREAM and EAGLE-3 settings", open=False):
                 keep = gr.Slider(0.25, 1, value=0.75, step=0.05, label="Share of visual tokens in DREAM's cross-attention")
                 drafting = gr.Radio(["chain", "tree"], value="chain",

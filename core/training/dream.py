@@ -272,7 +272,7 @@ def train(cfg: DreamTrainConfig) -> DreamDrafter:
     total = sum(chosen.values())
     drafter.save_pretrained(out, {"target": cfg.target, "distillation": dataset["metadata"]})
     (out / "training_log.json").write_text(json.dumps({
-        "config": asdict(cfg), "data": training_data.source_name(examples),
+        "config": asdict(cfg), "data": training_data.source_name(examples, cfg.mix),
         "extraction_seconds": round(extraction_seconds),
         "intermediate_layer_share": {int(k): round(v / total, 4) for k, v in sorted(chosen.items())} if total else {},
         "log": log,

@@ -173,7 +173,7 @@ def train(cfg: Eagle3TrainConfig) -> Eagle3Drafter:
     save_speculators(model, out, verifier=cfg.target, architectures=target.model.config.architectures,
                      dtype=torch.bfloat16, metadata={"distillation": dataset["metadata"]})
     (out / "training_log.json").write_text(json.dumps({
-        "config": asdict(cfg), "data": training_data.source_name(examples),
+        "config": asdict(cfg), "data": training_data.source_name(examples, cfg.mix),
         "extraction_seconds": round(extraction_seconds), "log": log}, indent=1))
     return Eagle3Drafter(model, target)
 

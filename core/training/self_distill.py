@@ -36,9 +36,9 @@ class DistilledDrafterConfig:
 
     target: str = str(EMBEDDED_PATHS["target"])
     data: str = str(EMBEDDED_PATHS["massv"] / "distillation_set.json")  # reused when it matches; else generated
-    prompts: int = 2048
-    max_new_tokens: int = 64  # the longest response kept (with photos: 128, a colour layout is up to ~100 tokens)
-    mix: str = "world"  # the prompts' images without the user's examples (core/world/mix.py): world or world,photos
+    prompts: int = 6144
+    max_new_tokens: int = 128  # the longest response kept (a colour layout is up to ~100 tokens)
+    mix: str = "world,photos"  # the prompts' images without the user's examples (core/world/mix.py): the target's mix
     data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
@@ -56,11 +56,11 @@ class DistilledDrafterConfig:
 @dataclass
 class DistillConfig:
     target: str = str(EMBEDDED_PATHS["target"])
-    prompts: int = 2048
+    prompts: int = 6144
     samples_per_prompt: int = 1
     temperature: float = 0.0  # 0 = the target's greedy answer
-    max_new_tokens: int = 64
-    mix: str = "world"  # world, or world,photos (core/world/mix.py); ignored with the user's examples
+    max_new_tokens: int = 128
+    mix: str = "world,photos"  # world, or world,photos (core/world/mix.py); ignored with the user's examples
 
 
 @torch.no_grad()
@@ -141,7 +141,9 @@ def load_or_make(path: str, target: VisionLanguageModel, cfg: DistillConfig,
     cfg = _capped(cfg, examples)
     if path and Path(path).is_file():
         dataset = json.loads(Path(path).read_text())
-        wanted = {**asdict(cfg), "target_fingerprint": fingerprint(target), **source_metadata(examples, cfg.prompts)}
+        # the fingerprint, not the path, says which target made it: a clone elsewhere has another path
+        settings = {k: v for k, v in asdict(cfg).items() if k != "target"}
+        wanted = {**settings, "target_fingerprint": fingerprint(target), **source_metadata(examples, cfg.prompts)}
         saved = {k: dataset["metadata"].get(k) for k in wanted}
         same_source = dataset["metadata"].get("source") == wanted.get("source")  # None: the world's prompts
         if saved == wanted and same_source:

@@ -31,7 +31,7 @@ class DrafterTrainConfig:
     seed: int = 0
     target: str = str(EMBEDDED_PATHS["target"])  # whose tokenizer and chat template the drafter shares
     out: str = str(EMBEDDED_PATHS["text"])
-    mix: str = "world"  # the target's training images (core/world/mix.py): world or world,photos
+    mix: str = "world,photos"  # the target's training images (core/world/mix.py): world or world,photos
 
 
 def train(cfg: DrafterTrainConfig, size: DrafterSize = DrafterSize()):

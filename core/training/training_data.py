@@ -81,9 +81,10 @@ def load(data_dir: str = "", hf_dataset: str = "") -> TrainingData | None:
     return None
 
 
-def source_name(examples: TrainingData | None) -> str:
-    """What a trained drafter records as its data: the examples' source, or "world" (the procedural world)."""
-    return examples.source if examples is not None else "world"
+def source_name(examples: TrainingData | None, mix: str) -> str:
+    """What a trained drafter records as its data: the examples' source, or the procedural mix it drew (core/world/mix.py:
+    "world" or "world,photos")."""
+    return examples.source if examples is not None else mix
 
 
 def from_folder(data_dir: str | Path) -> TrainingData:
