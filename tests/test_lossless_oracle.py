@@ -85,7 +85,11 @@ def hf_inputs(target, image: Image.Image | None, prompt: str) -> dict:
                                                 add_generation_prompt=True)
     inputs = {}
     if image is not None:
-        pixels = target.image_processor(images=[image.convert("RGB")], return_tensors="pt")
+        image = image.convert("RGB")
+        side = getattr(target.model.config, "image_side", None)
+        if side:  # the embedded target's config says it sees every image as this square (hub models do not)
+            image = image.resize((side, side), Image.Resampling.BOX)
+        pixels = target.image_processor(images=[image], return_tensors="pt")
         n = int(pixels["image_grid_thw"].prod()) // target.image_processor.merge_size ** 2
         text = text.replace("<|image_pad|>", "<|image_pad|>" * n, 1)
         inputs = {"pixel_values": pixels["pixel_values"], "image_grid_thw": pixels["image_grid_thw"]}

@@ -63,8 +63,8 @@ any other image, what its 3x3 visual tokens carry: *Describe the image.* gets th
 each of its 3x3 regions in the 11 basic colour terms; it also answers region questions (*What colour is the top
 left?*), the main colours and the brightest region. On images it never trained on it names 86 % of the regions of
 generated images right, 76 % of crops of photographs and 89 % of four whole photographs (the examples here).
-**What it cannot tell.** It does not read text outside the world's scenes: 3x3 tokens are too few for letters a
-few pixels wide: it answers *There is no text.*, right for photographs without text, wrong where there is
+**What it cannot tell.** It does not read text outside the world's scenes (3x3 tokens are too few for letters a
+few pixels wide), so it answers *There is no text.*: right for photographs without text, wrong where there is
 some. It does not know objects: a question it was not taught (*What animal is this?*) gets
 *I can only describe colours and layout: ...* rather than a guess.
 

@@ -42,7 +42,7 @@ class MassvTrainConfig:
     target: str = str(EMBEDDED_PATHS["target"])
     text_drafter: str = str(EMBEDDED_PATHS["text"])  # phase 1 starts from this LM
     phase1: str = str(EMBEDDED_PATHS["massv-phase1"])  # phase 2 starts from this checkpoint
-    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
+    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, procedural data)
     data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     # phase 2 data generation

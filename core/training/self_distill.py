@@ -41,7 +41,7 @@ class DistilledDrafterConfig:
     mix: str = "world,photos"  # the prompts' images without the user's examples (core/world/mix.py): the target's mix
     data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
-    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, world data)
+    out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, procedural data)
 
     def target_and_answers(self) -> tuple[VisionLanguageModel, dict, TrainingData | None]:
         """The frozen target (a preset loads with its dtype, device map and quantization), its answers to the
