@@ -28,7 +28,7 @@ from core.models.registry import load_target
 from core.models.vlm import VisionLanguageModel, visual_features
 from core.training import training_data
 from core.training.batches import answer_batch, per_sample_loss
-from core.training.self_distill import DistillConfig, distillation_set, training_samples
+from core.training.self_distill import MAX_NEW_TOKENS, MIX, PROMPTS, DistillConfig, distillation_set, training_samples
 from core.world import mix, scenes
 
 
@@ -46,11 +46,11 @@ class MassvTrainConfig:
     data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     # phase 2 data generation
-    prompts: int = 6144  # half world scenes; with 2048 (1024 world) the drafters' world τ fell 8-12 %
+    prompts: int = PROMPTS
     samples_per_prompt: int = 1
     temperature: float = 0.0
-    max_new_tokens: int = 128  # a colour layout is up to ~100 tokens
-    mix: str = "world,photos"  # without the user's examples, both phases' images (core/world/mix.py): the target's mix
+    max_new_tokens: int = MAX_NEW_TOKENS
+    mix: str = MIX  # without the user's examples, both phases' images (core/world/mix.py)
 
     def __post_init__(self):
         if self.phase not in (1, 2):
