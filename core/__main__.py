@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--temperature", type=float, help="massv phase 2: the target's sampling temperature")
     train.add_argument("--max-new-tokens", dest="max_new_tokens", type=int,
                        help="massv phase 2, dream, eagle3: the longest response the target gives (default 128)")
-    train.add_argument("--data", help="dream, eagle3: a self-distillation set to reuse when it matches the target")
+    train.add_argument("--data", help="massv phase 2, dream, eagle3: a self-distillation set to reuse when it matches "
+                                      "the target and settings (default: the shipped one)")
     train.add_argument("--intermediate", help="dream: entropy (default), none, or a fixed depth such as 0.5")
     train.add_argument("--mlp-size", type=int, help="dream, eagle3: hidden size of the MLPs (default: the target's)")
     train.add_argument("--draft-vocab", type=int,

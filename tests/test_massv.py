@@ -52,12 +52,13 @@ def test_image_changes_the_draft(tiny_target, tiny_massv):
     assert not torch.allclose(dists[0], dists[1])
 
 
-def test_two_phase_training_writes_loadable_checkpoints(tmp_path, tiny_target_dir, tiny_text_drafter_dir, tiny_target):
+def test_two_phase_training_writes_loadable_checkpoints(tmp_path, tiny_target_dir, tiny_text_drafter_dir, tiny_target,
+                                                        monkeypatch):
     p1, p2 = tmp_path / "massv-phase1", tmp_path / "massv"
     train(MassvTrainConfig(phase=1, steps=3, batch=4, target=str(tiny_target_dir),
                            text_drafter=str(tiny_text_drafter_dir), out=str(p1)))
     train(MassvTrainConfig(phase=2, steps=3, batch=4, target=str(tiny_target_dir), phase1=str(p1), out=str(p2),
-                           prompts=6, max_new_tokens=8))
+                           prompts=6, max_new_tokens=8, data=""))
     data = json.loads((p2 / "distillation_set.json").read_text())
     assert data["metadata"]["temperature"] == 0.0 and data["metadata"]["samples_per_prompt"] == 1
     assert len(data["rows"]) == 6
@@ -70,3 +71,9 @@ def test_two_phase_training_writes_loadable_checkpoints(tmp_path, tiny_target_di
         drafter = MassvDrafter.from_pretrained(path)
         out = engine.generate(image, row["prompt"], drafter, gamma=2, max_new_tokens=8)
         assert out.token_ids == engine.generate(image, row["prompt"], max_new_tokens=8).token_ids
+    # Another phase-2 run with the same target and settings reuses the set instead of asking the target again.
+    monkeypatch.setattr("core.training.self_distill.distillation_set", lambda *a, **k: pytest.fail("regenerated"))
+    again = tmp_path / "again"
+    train(MassvTrainConfig(phase=2, steps=1, batch=4, target=str(tiny_target_dir), phase1=str(p1), out=str(again),
+                           prompts=6, max_new_tokens=8, data=str(p2 / "distillation_set.json")))
+    assert json.loads((again / "distillation_set.json").read_text()) == data

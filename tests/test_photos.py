@@ -165,3 +165,13 @@ def test_the_heldout_photographs_are_written_whole(tmp_path):
     assert [p.rsplit("/", 1)[1] for p in paths] == [f"{name}.png" for name in photos.HELDOUT_PHOTOS]
     astronaut = Image.open(tmp_path / "astronaut.png")
     assert astronaut.size == data.astronaut().shape[1::-1] and astronaut.mode == "RGB"
+
+
+def test_the_heldout_views_are_views_of_the_heldout_photographs(tmp_path):
+    pytest.importorskip("skimage", reason="scikit-image is not installed (the photos extra)")
+    paths = photos.write_heldout_views(str(tmp_path), 3)
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["view000.png", "view001.png", "view002.png"]
+    for i, path in enumerate(paths):
+        view = Image.open(path)
+        assert view.tobytes() == photos.sample("heldout", i, "layout", "photo").image.tobytes()
+    assert len({Image.open(p).size for p in paths}) > 1  # random crops and aspect ratios, not one size

@@ -229,6 +229,19 @@ def test_world_sets_keep_their_rows_metadata_and_reuse(tmp_path, tiny_target_dir
     assert load_or_make(str(path), tiny_target, cfg, training_data.from_folder(folder)) == "generated"
 
 
+def test_a_larger_world_set_gives_its_first_prompts_in_whole_batches(tmp_path, tiny_target, monkeypatch):
+    cfg = DistillConfig(prompts=2 * self_distill.DISTILL_BATCH, max_new_tokens=2)
+    path = tmp_path / "larger.json"
+    path.write_text(json.dumps(distillation_set(tiny_target, cfg)))
+    half = replace(cfg, prompts=self_distill.DISTILL_BATCH)
+    made = distillation_set(tiny_target, half)
+    monkeypatch.setattr(self_distill, "distillation_set", lambda *a, **k: "generated")
+    assert load_or_make(str(path), tiny_target, half) == made  # rows and metadata as if generated alone
+    assert load_or_make(str(path), tiny_target, replace(half, prompts=8)) == "generated"  # not whole batches
+    assert load_or_make(str(path), tiny_target, replace(half, max_new_tokens=3)) == "generated"
+    assert load_or_make(str(path), tiny_target, replace(cfg, prompts=3 * self_distill.DISTILL_BATCH)) == "generated"
+
+
 def test_sets_on_own_images_hold_the_targets_answers_and_are_reused_only_for_them(tmp_path, monkeypatch):
     """One batch mixes three image sizes; each row must be what the target answers for that request alone. The
     embedded target is trained (the tiny random one answers "" to everything), so its answers depend on the image."""
@@ -284,7 +297,7 @@ def test_massv_phase1_trains_on_the_answers(massv_phase1, folder, tiny_target):
 def test_massv_phase2_distills_the_target_on_the_folder(tmp_path, massv_phase1, folder, tiny_target_dir, tiny_target):
     out = tmp_path / "massv"
     train_massv(MassvTrainConfig(phase=2, steps=2, batch=3, target=str(tiny_target_dir), phase1=str(massv_phase1),
-                                 data_dir=str(folder), out=str(out), max_new_tokens=8))
+                                 data="", data_dir=str(folder), out=str(out), max_new_tokens=8))
     data = json.loads((out / "distillation_set.json").read_text())
     assert data["metadata"]["source"] == f"data-dir:{folder.resolve()}"
     assert [(r["image"]["file_name"], r["prompt"]) for r in data["rows"]] == [(r["file_name"], r["prompt"]) for r in ROWS]

@@ -16,6 +16,7 @@ on, and the photographs in HELDOUT_PHOTOS are held out whole (only the held-out 
 
     python -m core.world.photos          # writes a few samples to /tmp/photo_*.png and prints their Q/A
     python -m core.world.photos --heldout-photos DIR    # the held-out photographs, for eval-target / bench-spec --images
+    python -m core.world.photos --heldout-views DIR     # 32 crops, flips and colour jitters of them, the same use
 """
 
 from __future__ import annotations
@@ -227,14 +228,33 @@ def write_heldout_photos(folder: str) -> list[str]:
     return paths
 
 
+def write_heldout_views(folder: str, n: int = 32) -> list[str]:
+    """The first n held-out photograph views (crops, flips, colour jitter, any aspect ratio: how training sees the
+    other photographs), as PNG files: a benchmark folder bigger than the four whole photographs."""
+    from pathlib import Path
+
+    if photo(random.Random(0), "heldout") is None:
+        raise RuntimeError("the held-out photographs need scikit-image: pip install scikit-image (the photos extra)")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [str(out / f"view{i:03d}.png") for i in range(n)]
+    for i, path in enumerate(paths):
+        sample("heldout", i, "layout", "photo").image.save(path)
+    return paths
+
+
 if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heldout-photos", metavar="DIR", help="write the held-out photographs to DIR instead")
+    parser.add_argument("--heldout-views", metavar="DIR", help="write views (crops, flips, jitter) of them to DIR")
+    parser.add_argument("--views", type=int, default=32, help="how many views --heldout-views writes")
     args = parser.parse_args()
     if args.heldout_photos:
         print("\n".join(write_heldout_photos(args.heldout_photos)))
+    elif args.heldout_views:
+        print("\n".join(write_heldout_views(args.heldout_views, args.views)))
     else:
         for i, s in enumerate(samples("train", 12)):
             path = f"/tmp/photo_{i}.png"
