@@ -28,8 +28,9 @@ from core.training.training_data import Example, TrainingData
 from core.world import mix, scenes
 
 FIRST_INDEX = 1_000_000  # train-split indices no training script draws its own ground-truth batches from
-# The target's answers the shipped drafters learn from: half of the prompts are world scenes (with 2048, 1024 world,
-# the drafters' world τ fell 8-12 %), answers up to 128 tokens (a colour layout is up to ~100), the target's mix.
+# The target's answers the shipped DREAM and EAGLE-3 learn from (MASSV's phase 2: twice as many, the same first ones):
+# half of the prompts are world scenes (with 2048, 1024 world, the drafters' world τ fell 8-12 %), answers up to 128
+# tokens (a colour layout is up to ~100), the target's mix.
 PROMPTS, MAX_NEW_TOKENS, MIX = 6144, 128, "world,photos"
 DISTILL_BATCH = 32  # prompts the target answers together (left-padded): a set's prefix in whole batches is reusable
 
