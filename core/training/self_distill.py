@@ -69,15 +69,14 @@ class DistillConfig:
 
 
 @torch.no_grad()
-def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, batch: int = DISTILL_BATCH,
-                     examples: TrainingData | None = None) -> dict:
+def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, examples: TrainingData | None = None) -> dict:
     """The target's own responses to training prompts (the mix's train split, or the first cfg.prompts of the user's
     `examples`), batched with left padding (the processor gives each image of a batch its own grid)."""
     cfg = _capped(cfg, examples)
     tok = target.tokenizer
     rows = []
-    for start in range(0, cfg.prompts, batch):
-        count = min(batch, cfg.prompts - start)
+    for start in range(0, cfg.prompts, DISTILL_BATCH):
+        count = min(DISTILL_BATCH, cfg.prompts - start)
         if examples is None:
             samples = mix.samples("train", count, start=FIRST_INDEX + start, mix=cfg.mix)
             where = [{"split": "train", "index": FIRST_INDEX + start + i} for i in range(count)]
