@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from core.__main__ import cli
-from core.world.describe import TERMS, answers, colour_terms, layout, region_agreement
+from core.world.describe import TERMS, answers, colour_terms, described_header, layout, region_agreement
 from core.world.scenes import POSITIONS
 from ui.spec_tab import what_the_pixels_say
 
@@ -85,7 +85,11 @@ def test_the_apps_line_compares_only_what_the_pixels_answer():
     reference = answers(image)["Describe the image."]  # "... Top: blue, blue, blue. ..."
     assert "**matches**" in what_the_pixels_say(image, "Describe the image.", reference)
     said = reference.replace("Top: blue, blue", "Top: red, light blue")  # light / dark ignored, as in eval-target
-    assert "8 of the 9 regions' colours agree" in what_the_pixels_say(image, "Describe the image.", said)
+    line = what_the_pixels_say(image, "Describe the image.", said)
+    assert "8 of the 9 regions' colours agree" in line and "first sentence" not in line
+    twice = reference.replace("mostly blue.", "mostly blue and blue.")  # the target's most common header slip
+    assert "9 of the 9 regions' colours agree, and its first sentence (tone, main colours) differs" in \
+        what_the_pixels_say(image, "Describe the image.", twice)
     assert "regions" not in what_the_pixels_say(image, "Describe the image.", "There are two objects.")
 
 
@@ -97,6 +101,14 @@ def test_region_agreement_ignores_light_and_dark():
     assert region_agreement(ref, "There are four objects: a large red circle.") == 0.0
     with pytest.raises(ValueError, match="names no 3x3 layout"):
         region_agreement("Blue.", ref)
+
+
+def test_the_header_is_the_sentence_before_the_regions():
+    ref = "A bright image, mostly blue. Top: light blue, blue, white. Middle: green, green, grey. Bottom: red, red, red."
+    assert described_header(ref) == "A bright image, mostly blue."
+    assert described_header(answers(_grid([CANONICAL["red"]] * 9, (60, 60)))["Describe the image."]) == \
+        "A mid-toned image, mostly red."
+    assert described_header("There are four objects: a large red circle.") is None
 
 
 @pytest.fixture
@@ -119,6 +131,8 @@ def test_eval_target_scores_your_images_against_their_pixels(own_images, tiny_ta
     assert red["region_agreement"] == region_agreement(red["reference"], red["answer"])  # the tiny target's words
     assert blue["reference"] == "There is no text." and report["no_text_precision"] == float(blue["exact"])
     assert report["region_agreement"] == red["region_agreement"] and report["text_exact"] is None
+    assert report["header_exact"] == float(red["header_exact"]) == float(
+        described_header(red["answer"]) == described_header(red["reference"]))
     cli(["eval-target", "--model", str(tiny_target_dir), "--images", str(own_images), "--prompt",
          "What colour is the center?"])
     asked = json.loads(capsys.readouterr().out)["rows"]

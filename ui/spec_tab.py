@@ -12,7 +12,7 @@ from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
 from core.decoding.metrics import RunStats
 from core.models.registry import load_drafter
-from core.world.describe import answers, described_regions, region_agreement
+from core.world.describe import answers, described_header, described_regions, region_agreement
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
@@ -114,6 +114,8 @@ def what_the_pixels_say(image, prompt, output=None) -> str:
         regions = ""
         if described_regions(found[asked]) and described_regions(output):
             regions = f": {round(9 * region_agreement(found[asked], output))} of the 9 regions' colours agree"
+            if described_header(output) != described_header(found[asked]):
+                regions += ", and its first sentence (tone, main colours) differs"
         verdict = (f"  \nThe target's answer **differs**{regions} (on a world scene its object caption is the more "
                    "specific answer).")
     return f"**What the pixels say** for “{asked}”: {found[asked]}{verdict}"

@@ -8,7 +8,8 @@ images, agreement with what their pixels say (core/world/describe.py).
 With --images, each image is asked its metadata.jsonl prompt (or "Describe the image.", or --prompt for all) and
 scored against the metadata's answer where one is given, else against the pixels' answer: `exact_match` over all,
 `region_agreement` (share of the 9 regions whose colour term the target's description names as the pixels do,
-light / dark ignored), and where answers say what is written: `text_exact` (images with text) and
+light / dark ignored), `header_exact` (share of those descriptions whose first sentence, the tone and main colours,
+is the pixels' word for word), and where answers say what is written: `text_exact` (images with text) and
 `no_text_precision` (images whose answer is "There is no text.").
 """
 
@@ -26,7 +27,7 @@ from core.models.vlm import VisionLanguageModel
 from core.training.training_data import TrainingData, from_folder
 from core.training.training_data import describe as describe_source
 from core.world import photos, scenes
-from core.world.describe import answers, described_regions, region_agreement
+from core.world.describe import answers, described_header, described_regions, region_agreement
 from core.world.photos import NO_TEXT
 
 
@@ -65,9 +66,9 @@ class Item:
 
 
 def scored(vlm: VisionLanguageModel, items: list[Item]) -> dict:
-    """The target's answers against the references: exact_match, region_agreement (answers that are a 3x3 layout),
-    text_exact (text to read) and no_text_precision (nothing to read), and a row per item."""
-    rows, regions, with_text, without_text = [], [], [], []
+    """The target's answers against the references: exact_match, region_agreement and header_exact (references that
+    are a 3x3 layout), text_exact (text to read) and no_text_precision (nothing to read), and a row per item."""
+    rows, regions, headers, with_text, without_text = [], [], [], [], []
     for item in items:
         said = answer(vlm, item.image, item.prompt)
         row = {"image": item.label, "prompt": item.prompt, "reference": item.reference, "answer": said,
@@ -75,13 +76,16 @@ def scored(vlm: VisionLanguageModel, items: list[Item]) -> dict:
         if item.reference is not None and described_regions(item.reference) is not None:
             row["region_agreement"] = region_agreement(item.reference, said)
             regions.append(row["region_agreement"])
+            row["header_exact"] = described_header(said) == described_header(item.reference)
+            headers.append(row["header_exact"])
         if item.reads_text and item.reference is not None:
             (without_text if item.reference == NO_TEXT else with_text).append(row["exact"])
         rows.append(row)
     scored_rows = [r["exact"] for r in rows if r["reference"] is not None]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     return {"images": len(rows), "scored": len(scored_rows), "exact_match": mean(scored_rows),
-            "region_agreement": mean(regions), "text_exact": mean(with_text), "no_text_precision": mean(without_text),
+            "region_agreement": mean(regions), "header_exact": mean(headers), "text_exact": mean(with_text),
+            "no_text_precision": mean(without_text),
             "rows": rows}
 
 

@@ -122,6 +122,12 @@ def described_regions(text: str) -> list[str] | None:
     return regions if len(regions) == 9 else None
 
 
+def described_header(text: str) -> str | None:
+    """The sentence before the regions ("A bright image, mostly green and blue."), None if it names no layout."""
+    head, found, _ = text.partition(" Top: ")
+    return head.strip() if found else None
+
+
 def region_agreement(reference: str, answer: str) -> float:
     """Share of the 9 regions whose colour term an answer names as the reference does (light / dark ignored)."""
     term = lambda colour: colour.split()[-1]  # noqa: E731  ("light blue" -> "blue")
