@@ -111,12 +111,12 @@ def what_the_pixels_say(image, prompt, output=None) -> str:
     if output and output.strip() == found[asked]:
         verdict = "  \nThe target's answer **matches** it."
     elif output:
-        regions = ""
+        layout = ""
         if described_regions(found[asked]) and described_regions(output):
-            regions = f": {round(9 * region_agreement(found[asked], output))} of the 9 regions' colours agree"
+            layout = f": {round(9 * region_agreement(found[asked], output))} of the 9 regions' colours agree"
             if described_header(output) != described_header(found[asked]):
-                regions += ", and its first sentence (tone, main colours) differs"
-        verdict = (f"  \nThe target's answer **differs**{regions} (on a world scene its object caption is the more "
+                layout += ", and its first sentence (tone, main colours) differs"
+        verdict = (f"  \nThe target's answer **differs**{layout} (on a world scene its object caption is the more "
                    "specific answer).")
     return f"**What the pixels say** for “{asked}”: {found[asked]}{verdict}"
 
