@@ -44,6 +44,8 @@ def test_generate_streams_rounds_in_order_and_matches_ar(client, world_png, draf
     assert _sent(events, 4)[-1] == _ar_text(path, prompt)
     stats, tokens = _sent(events, 1)[-1], _sent(events, 0)[-1]
     assert f"<div class='stat-value'>{len(logs[-1])}</div><div class='stat-label'>target forwards" in stats
+    rejected = tokens.count("tok rejected") - 1  # one rejected draft shown per round that had one; the legend's too
+    assert f"<div class='stat-value'>{rejected} (" in stats and "rejected drafts (near-ties)" in stats
     assert _sent(events, 2), "the chart is drawn"
     if drafter != "none":
         assert "tok accepted" in tokens or "tok rejected" in tokens

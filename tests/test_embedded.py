@@ -68,8 +68,9 @@ def test_bench_spec_report_schema(tmp_path):
     assert report["config"]["repeats"] == 2
     entry = report["drafters"]["text"]
     assert set(entry) >= {"tau", "acceptance_rate", "per_position_acceptance", "speedup", "tokens_per_s",
-                          "lossless_mismatches", "per_task", "hf_assisted"}
+                          "lossless_mismatches", "per_task", "hf_assisted", "rejections", "near_tie_rejections"}
     assert entry["lossless_mismatches"] == 0 and entry["tau"] >= 1.0
+    assert entry["near_tie_rejections"] is None or 0.0 <= entry["near_tie_rejections"] <= 1.0
     assert len(entry["per_position_acceptance"]) == 4
     assert set(entry["per_task"]) == set(scenes.TASKS)
 

@@ -16,6 +16,8 @@ target's, so the speedup is free of quality loss; it grows with τ, the tokens e
 Colours here: <span class='tok accepted'>accepted draft</span> <span class='tok rejected'>rejected draft</span>
 <span class='tok correction'>target's correction</span> <span class='tok bonus'>bonus token</span>
 <span class='tok plain'>target (no draft)</span>.
+A *near-tie* is a rejected draft to which the target itself gave at least 20 %: the target nearly chose it, a miss
+only the target's own computation avoids (hover a rejected token for both probabilities).
 
 **MASSV** ([arXiv 2505.10526](https://arxiv.org/abs/2505.10526)): turns a small text LM into a multimodal
 drafter by connecting it to the *target's own* vision encoder through a lightweight projector; phase 1 aligns the

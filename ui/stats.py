@@ -15,6 +15,7 @@ def cards_html(stats: RunStats, ar_tokens_per_second: float | None, speedup_note
         ("tokens/s", f"{stats.tokens_per_second:.1f}"),
         ("speedup vs AR", "n/a" if speedup is None else f"{speedup:.2f}x"),
         ("target forwards", str(stats.forwards)),
+        ("rejected drafts (near-ties)", f"{stats.rejections} ({stats.near_tie_rejections})"),
         ("tokens", str(stats.tokens)),
         ("first token", "n/a" if stats.first_token_seconds is None else f"{stats.first_token_seconds * 1000:.0f} ms"),
     ]

@@ -10,6 +10,8 @@ Definitions (vLLM's):
   acceptance_rate         accepted drafts / drafted tokens
   per_position_acceptance P(draft i accepted), over rounds that drafted at least i+1 deep (trees: depth)
   speedup                 AR wall time / drafter wall time over the same samples
+  rejections              drafts the target turned down
+  near_tie_rejections     share of them the target itself gave >= 0.2 (near-ties: core/decoding/metrics.py)
   lossless_mismatches     greedy outputs that differ from AR (must be 0; null when sampling)
 """
 
@@ -39,6 +41,8 @@ def _stats(gens: list[Generation], ar_seconds: float) -> dict:
         "acceptance_rate": stats.acceptance,
         "per_position_acceptance": stats.position_acceptance,
         "mean_accepted_length": stats.mean_accepted_length,
+        "rejections": stats.rejections,
+        "near_tie_rejections": stats.near_tie_share,
         "speedup": ar_seconds / stats.seconds,  # the same requests decoded plainly: the same work
         "tokens_per_s": stats.tokens_per_second,
         "tokens": stats.tokens,

@@ -3,7 +3,9 @@
 τ = tokens emitted per target forward (bonus token included; the prefill is a forward too);
 acceptance rate = accepted drafts / drafted tokens; acceptance at position i = share of rounds that drafted at
 least i+1 tokens and had the first i+1 accepted; mean acceptance length = 1 + accepted / drafting rounds;
-tokens/s over the engine's own time (rendering excluded).
+tokens/s over the engine's own time (rendering excluded); a near-tie rejection = a rejected draft to which the
+target itself gave at least NEAR_TIE probability (the target nearly chose it: a miss that only the target's own
+computation would have avoided, not a sign of a weak drafter).
 
     stats = RunStats.of(generation.rounds, generation.seconds); stats.tau, stats.acceptance
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.decoding.rounds import Round
+
+NEAR_TIE = 0.2
 
 
 @dataclass
@@ -25,6 +29,8 @@ class RunStats:
     seconds: float
     first_token_seconds: float | None
     position_acceptance: list[float]
+    rejections: int = 0
+    near_tie_rejections: int = 0
 
     @classmethod
     def of(cls, rounds: list[Round], seconds: float, first_token_seconds: float | None = None) -> RunStats:
@@ -33,6 +39,7 @@ class RunStats:
         for i in range(longest):
             reached = [r for r in rounds if r.depth > i]
             positions.append(sum(r.accepted > i for r in reached) / len(reached))
+        rejected = [r.target_probs[r.branch()[r.accepted]] for r in rounds if r.rejected is not None]
         return cls(
             tokens=sum(len(r.emitted) for r in rounds),
             forwards=len(rounds),
@@ -42,6 +49,8 @@ class RunStats:
             seconds=seconds,
             first_token_seconds=first_token_seconds,
             position_acceptance=positions,
+            rejections=len(rejected),
+            near_tie_rejections=sum(p >= NEAR_TIE for p in rejected),
         )
 
     @property
@@ -51,6 +60,10 @@ class RunStats:
     @property
     def acceptance(self) -> float | None:
         return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def near_tie_share(self) -> float | None:
+        return self.near_tie_rejections / self.rejections if self.rejections else None
 
     @property
     def mean_accepted_length(self) -> float:
