@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from core.decoding.metrics import NEAR_TIE
+from core.decoding.metrics import near_tie
 from core.decoding.rounds import Round
 
 COLOURS = {
@@ -47,7 +47,7 @@ def round_html(r: Round, decode: Callable[[int], str], new: bool = False) -> str
         if k < r.accepted and k < len(r.emitted):
             parts.append(_span(decode(r.drafted[i]), "accepted", f"{where}: accepted ({probs})", new))
         elif k == r.accepted:
-            tie = ", a near-tie: the target nearly chose it" if r.target_probs[i] >= NEAR_TIE else ""
+            tie = ", a near-tie: the target nearly chose it" if near_tie(r.target_probs[i]) else ""
             parts.append(_span(decode(r.drafted[i]), "rejected", f"{where}: rejected ({probs}){tie}", new))
     for token in r.emitted[r.accepted:]:
         parts.append(_span(decode(token), r.kind, f"round {r.index}: {LABELS.get(r.kind, r.kind)}", new))

@@ -5,7 +5,7 @@
 Every sample runs plain autoregressive decoding and each drafter back to back, in the same process, so the
 speedup is a ratio measured under the same machine noise. With `--repeats R` each of those generations runs R times
 and keeps its fastest (as timeit does: other tenants only ever add time); tokens are identical across repeats.
-Definitions (vLLM's):
+Definitions (vLLM's, and the rejections this project counts):
   tau                     tokens emitted per target forward, the bonus token included (AR: 1.0)
   acceptance_rate         accepted drafts / drafted tokens
   per_position_acceptance P(draft i accepted), over rounds that drafted at least i+1 deep (trees: depth)

@@ -19,6 +19,10 @@ from core.decoding.rounds import Round
 NEAR_TIE = 0.2
 
 
+def near_tie(target_prob: float) -> bool:
+    return target_prob >= NEAR_TIE
+
+
 @dataclass
 class RunStats:
     tokens: int
@@ -39,7 +43,7 @@ class RunStats:
         for i in range(longest):
             reached = [r for r in rounds if r.depth > i]
             positions.append(sum(r.accepted > i for r in reached) / len(reached))
-        rejected = [r.target_probs[r.branch()[r.accepted]] for r in rounds if r.rejected is not None]
+        rejected = [r.target_probs[i] for r in rounds if (i := r.rejected_index) is not None]
         return cls(
             tokens=sum(len(r.emitted) for r in rounds),
             forwards=len(rounds),
@@ -50,7 +54,7 @@ class RunStats:
             first_token_seconds=first_token_seconds,
             position_acceptance=positions,
             rejections=len(rejected),
-            near_tie_rejections=sum(p >= NEAR_TIE for p in rejected),
+            near_tie_rejections=sum(map(near_tie, rejected)),
         )
 
     @property

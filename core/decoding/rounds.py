@@ -42,9 +42,15 @@ class Round:
         return max(depths(self.parents), default=0) if self.parents is not None else len(self.drafted)
 
     @property
-    def rejected(self) -> int | None:
+    def rejected_index(self) -> int | None:
+        """Index into `drafted` of the draft the target turned down, if any."""
         branch = self.branch()
-        return self.drafted[branch[self.accepted]] if self.accepted < len(branch) else None
+        return branch[self.accepted] if self.accepted < len(branch) else None
+
+    @property
+    def rejected(self) -> int | None:
+        i = self.rejected_index
+        return None if i is None else self.drafted[i]
 
     def statuses(self) -> list[str]:
         """Per drafted token: "accepted" (emitted), "rejected" (the target chose otherwise at its position) or
