@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gradio as gr
 
+from core.decoding.metrics import NEAR_TIE
+
 TITLE = "About"
 
-ABOUT = """
+ABOUT = f"""
 ## The methods
 
 **Speculative decoding** (Leviathan et al., 2023; Chen et al., 2023). A small *drafter* proposes γ tokens; the
@@ -16,7 +18,7 @@ target's, so the speedup is free of quality loss; it grows with τ, the tokens e
 Colours here: <span class='tok accepted'>accepted draft</span> <span class='tok rejected'>rejected draft</span>
 <span class='tok correction'>target's correction</span> <span class='tok bonus'>bonus token</span>
 <span class='tok plain'>target (no draft)</span>.
-A *near-tie* is a rejected draft to which the target itself gave at least 20 %: the target nearly chose it, a miss
+A *near-tie* is a rejected draft to which the target itself gave at least {NEAR_TIE:.0%}: the target nearly chose it, a miss
 only the target's own computation avoids (hover a rejected token for both probabilities).
 
 **MASSV** ([arXiv 2505.10526](https://arxiv.org/abs/2505.10526)): turns a small text LM into a multimodal
