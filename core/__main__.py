@@ -149,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--image", help="image file (omit for a text-only prompt)")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--drafter", default="none",
-                     help="none, text, massv-phase1, massv, dream, eagle3; options after a colon: dream:keep=0.5,tree=4x32, "
-                          "eagle3:tree=4x32, eagle3:weights=DIR (a speculators or SpecForge checkpoint)")
+                     help="none, text, massv-phase1, massv, dream, eagle3; options after a colon: tree=4x32 (any "
+                          "drafter), dream:keep=0.5, eagle3:weights=DIR (a speculators or SpecForge checkpoint)")
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_options(gen)
     gen.set_defaults(func=_generate)

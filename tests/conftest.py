@@ -10,6 +10,7 @@ from transformers import Qwen2ForCausalLM
 from core.drafters.dream import DreamAdapter, DreamConfig, DreamDrafter
 from core.drafters.eagle3.drafter import Eagle3Drafter
 from core.drafters.eagle3.model import Eagle3Config, Eagle3Model
+from core.drafters.massv import MassvDrafter
 from core.drafters.text import TextDrafter
 from core.models.embedded import new_target, new_text_drafter, save_vlm
 from core.models.tokenizer import train_tokenizer
@@ -58,6 +59,14 @@ def twin_drafter(tiny_target):
              if k.startswith("model.language_model.") or k.startswith("lm_head.")}
     model.load_state_dict(state, strict=True)
     return TextDrafter(model, "twin")
+
+
+@pytest.fixture(scope="session")
+def tiny_massv(tiny_target, tiny_text_drafter):
+    """MASSV on the tiny text drafter's LM, with a random projector."""
+    torch.manual_seed(0)
+    vision_width = tiny_target.model.config.vision_config.out_hidden_size
+    return MassvDrafter.from_text_drafter(tiny_text_drafter.model, vision_width)
 
 
 @pytest.fixture(scope="session")

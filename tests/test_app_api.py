@@ -61,3 +61,24 @@ def test_race_is_lossless_and_reports_missing_drafters(client, world_png):
     assert ("Lossless" in verdict) == bool(ready)
     for name in set(DRAFTERS) - set(ready):
         assert f"The {name!r} drafter has no trained weights" in board.replace("&#x27;", "'")
+
+
+@pytest.mark.parametrize("drafter", ["text", "massv"])
+def test_tree_drafting_reaches_every_drafter_and_stays_lossless(client, world_png, drafter):
+    """The settings' tree mode is not DREAM's and EAGLE-3's alone: the text drafter and MASSV grow trees too."""
+    path, prompt = world_png
+    outputs = list(client.submit(handle_file(path), prompt, "embedded", drafter, 4, 0.0, 1.0, 0, MAX_NEW, 0.75, "tree",
+                                 4, 16, 0, api_name="/generate"))
+    assert _sent(outputs, 4)[-1] == _ar_text(path, prompt)
+    assert any(e["tree"] for e in _sent(outputs, 5)[-1])  # rounds that verified a branching tree, not only chains
+
+
+def test_a_race_of_trees_is_lossless(client, world_png):
+    path, prompt = world_png
+    ready = [name for name in DRAFTERS if has_weights(name)]
+    board, verdict, summary, events, *_ = client.predict(handle_file(path), prompt, ready, 4, MAX_NEW, "tree",
+                                                         api_name="/race")
+    rows = {row[0]: row for row in summary["data"]}
+    assert sorted(rows) == sorted(["AR", *(f"{name} (tree)" for name in ready)])
+    assert all(row[-1] == "yes" for row in rows.values()) and "Lossless" in verdict
+    assert all(any(e["tree"] for e in events[f"{name} (tree)"]) for name in ready)

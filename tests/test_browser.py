@@ -113,8 +113,8 @@ def test_a_tree_round_draws_one_node_per_drafted_token(page, client, world_png):
     events = _events(client, path, prompt, "dream", "tree")
     page.get_by_label("Drafter").click()
     page.get_by_role("option", name="dream", exact=False).first.click()
-    page.get_by_text("DREAM and EAGLE-3 settings").click()
-    page.get_by_role("radio", name="tree").check()
+    page.get_by_text("Draft trees and DREAM").click()
+    page.locator("#spec-drafting").get_by_role("radio", name="tree").check()
     _generated(page, path, prompt)
     tree_round = max(range(len(events)), key=lambda k: len(events[k]["drafted"]) if events[k]["tree"] else -1)
     assert events[tree_round]["tree"]

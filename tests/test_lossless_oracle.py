@@ -3,7 +3,7 @@ do_sample=False)` on the same target model and the same (image, prompt). The eng
 positions, KV-cache rollback, tree verification and commit are all its own code; generate shares none of them, so
 a bug common to the engine with and without a drafter (which tests comparing the two cannot see) fails here.
 
-Every drafter of the embedded target (text, MASSV, MASSV phase 1, DREAM as a chain and as an EAGLE-2 tree) runs on
+Every drafter of the embedded target (text, MASSV, MASSV phase 1, DREAM, EAGLE-3; chains and EAGLE-2 trees) runs on
 world images (caption, vqa, ocr, chart) and on images from outside the world: a natural photograph (scikit-image),
 uniform noise and rendered text; gamma 4 and 8; eager and static KV caches. Last, a tiny random target built from a
 config, with random drafters.
@@ -26,13 +26,14 @@ from core.decoding.fast_path import FastPath
 from core.decoding.tree import TreeShape, is_chain
 from core.drafters.dream import DreamDrafter
 from core.drafters.eagle3.drafter import Eagle3Drafter
+from core.drafters.text import TextDrafter
 from core.models.registry import DRAFTERS, load_drafter, load_target
 from core.world import scenes
 
 # The trained target ends its answers within ~42 tokens, so to compare at least 48 the long runs ignore EOS on both
 # sides (the engine: a target whose eos set is empty; generate: eos_token_id=None); test_stopping_at_eos_* keep it.
 N_NEW = 48
-SPECS = [*DRAFTERS, "dream:tree=4x16", "eagle3:tree=4x16"]  # every shipped drafter, and DREAM's and EAGLE-3's trees
+SPECS = [*DRAFTERS, "text:tree=4x16", "massv:tree=4x16", "dream:tree=4x16", "eagle3:tree=4x16"]  # and their trees
 
 
 def _photo() -> tuple[Image.Image, str]:
@@ -156,7 +157,7 @@ def test_greedy_speculation_equals_transformers_generate(target, reference, spec
         assert any(r.parents is not None and not is_chain(r.parents) for r in out.rounds)  # trees were verified
 
 
-@pytest.mark.parametrize("spec", ["text", "massv", "dream:tree=4x16", "eagle3"])
+@pytest.mark.parametrize("spec", ["text", "massv", "massv:tree=4x16", "dream:tree=4x16", "eagle3"])
 def test_static_cache_equals_transformers_generate(target, reference, spec):
     """The GPU fast path's static KV cache (its crop, and the padded tree mask), run eagerly on CPU."""
     image, prompt = _input("world-caption")
@@ -188,10 +189,11 @@ def test_tiny_random_target_equals_transformers_generate(tiny_target, tiny_text_
     sample = scenes.sample("heldout", 4, "caption")
     tree = DreamDrafter(tiny_dream.adapter, tiny_target, "tiny-dream-tree", tree=TreeShape(4, 16))
     eagle3_tree = Eagle3Drafter(tiny_eagle3.model, tiny_target, "tiny-eagle3-tree", tree=TreeShape(4, 16))
+    twin_tree = TextDrafter(twin_drafter.model, "twin-tree", tree=TreeShape(4, 16))
     engine = SpeculativeEngine(without_eos(tiny_target))
     for image, prompt in ((sample.image, sample.prompt), (None, "Describe the image.")):
         expected = hf_greedy(tiny_target, image, prompt, N_NEW, stop_at_eos=False)
-        for drafter, gamma in ((tiny_text_drafter, 4), (twin_drafter, 8), (tiny_dream, 4), (tree, 8),
+        for drafter, gamma in ((tiny_text_drafter, 4), (twin_drafter, 8), (twin_tree, 8), (tiny_dream, 4), (tree, 8),
                                (tiny_eagle3, 4), (eagle3_tree, 8)):
             out = engine.generate(image, prompt, drafter, gamma=gamma, max_new_tokens=N_NEW)
             assert out.token_ids == expected, (drafter.name, image is None, _first_difference(out.token_ids, expected))

@@ -14,13 +14,6 @@ from core.training.massv import MassvTrainConfig, train
 from core.world import scenes
 
 
-@pytest.fixture(scope="module")
-def tiny_massv(tiny_target, tiny_text_drafter):
-    torch.manual_seed(0)
-    vision_width = tiny_target.model.config.vision_config.out_hidden_size
-    return MassvDrafter.from_text_drafter(tiny_text_drafter.model, vision_width)
-
-
 def test_projector_widths_come_from_the_configs(tiny_massv, tiny_target, tiny_text_drafter):
     first, last = tiny_massv.projector[0], tiny_massv.projector[-1]
     assert first.in_features == tiny_target.model.config.vision_config.out_hidden_size == 64

@@ -4,15 +4,18 @@ is never the first child, and with the DREAM drafter's own dynamic trees."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from core.decoding.engine import SpeculativeEngine
 from core.decoding.sampling import SamplingConfig
-from core.decoding.tree import TreeShape, ancestry, depths, greedy_path, verify_mask
+from core.decoding.tree import TreeShape, ancestry, depths, greedy_path, is_chain, verify_mask
 from core.drafters.base import DraftProposal
 from core.drafters.dream import DreamDrafter
-from core.world import scenes
+from core.models.registry import load_drafter, load_target
+from core.world import photos, scenes
 
 #        root
 #       /    \
@@ -168,3 +171,65 @@ def test_min_draft_prob_narrows_dream_trees_and_stays_lossless(tiny_target, tiny
     assert wide.token_ids == narrow.token_ids == plain.token_ids
     size = lambda gen: sum(len(r.drafted) for r in gen.rounds) / (len(gen.rounds) - 1)  # noqa: E731
     assert size(narrow) < size(wide)
+
+
+def _branch(parents: list[int], node: int) -> list[int]:
+    """Node indices from the root's child down to `node`."""
+    out = []
+    while node >= 0:
+        out.append(node)
+        node = parents[node]
+    return out[::-1]
+
+
+@pytest.mark.parametrize("name", ["text", "massv"])
+def test_a_causal_lm_tree_scores_each_node_as_its_branch_read_plainly(name):
+    """Text and MASSV trees: every node's distribution is the LM's on the committed sequence plus that node's branch,
+    fed as a plain sequence (the tree mask and positions hide siblings and cousins), and after drafting the LM's cache
+    holds the committed sequence again. The trained drafters: a random LM's attention is too flat to tell a wrong
+    mask or position apart."""
+    engine = SpeculativeEngine(load_target())
+    chain = load_drafter(name)
+    drafter = copy.copy(chain)
+    drafter.tree = TreeShape(top_k=2, total=10)
+    for s in scenes.sample("heldout", 5), photos.sample("heldout", 0, "layout"):
+        session = engine.open(s.image, s.prompt, drafter)
+        for _ in range(3):  # the prefill and two tree rounds: the next tree grows from a cache they have cropped
+            session.step()
+        run = session.run
+        proposal = run.propose(session.context, 4)
+        assert len(proposal.tokens) == 10 and max(depths(proposal.parents)) >= 3 and not is_chain(proposal.parents)
+        committed = [*run.prompt_ids, *session.context.generated]
+        assert run.cache_length == len(committed) == len(run.prefix.held)
+        for node in range(len(proposal.tokens)):
+            plain = chain.start(session.context, session.prefill)  # a chain run, with a cache of its own
+            ancestors = [proposal.tokens[i] for i in _branch(proposal.parents, node)[:-1]]
+            feed = plain.prefix.pending(committed + ancestors)
+            logits = plain.model(input_ids=torch.tensor([feed]), cache=plain.prefix.cache, use_cache=True).logits
+            torch.testing.assert_close(proposal.probs[node], torch.softmax(logits[0, -1].float(), -1),
+                                       atol=1e-5, rtol=1e-4)
+        session.close()
+
+
+def test_causal_lm_trees_are_lossless(tiny_target, tiny_text_drafter, twin_drafter, tiny_massv):
+    engine = SpeculativeEngine(tiny_target)
+    s = scenes.sample("heldout", 6)
+    for chain in (tiny_text_drafter, twin_drafter, tiny_massv):
+        drafter = copy.copy(chain)
+        drafter.tree = TreeShape(top_k=2, total=8)
+        for image in (s.image, None):
+            plain = engine.generate(image, s.prompt, max_new_tokens=20)
+            tree = engine.generate(image, s.prompt, drafter, gamma=4, max_new_tokens=20)
+            assert tree.token_ids == plain.token_ids
+            assert any(r.parents is not None and not is_chain(r.parents) for r in tree.rounds)
+
+
+@pytest.mark.parametrize("name", ["text", "massv", "dream", "eagle3"])
+def test_a_tree_spec_drafts_with_the_chain_drafters_weights(name):
+    chain, tree = load_drafter(name), load_drafter(f"{name}:tree=2x8")
+    weights = lambda d: d.adapter if name == "dream" else d.model  # noqa: E731
+    assert weights(tree) is weights(chain)  # one copy in memory
+    assert (chain.tree, chain.drafts_trees) == (None, False) and (tree.tree, tree.drafts_trees) == (TreeShape(2, 8), True)
+    assert load_drafter(f"{name}:tree=chain").tree is None
+    with pytest.raises(ValueError, match="tree"):
+        load_drafter(f"{name}:tree=9x8")

@@ -31,9 +31,9 @@ that reuses the target's embeddings and LM head, predicts the target's next feat
 last-layer features of the context (visual tokens included) through a gated cross-attention block. Training
 distills the target's features; the adapter's first block is pulled towards the intermediate layer whose
 attention entropy is lowest, chosen per token. At inference only the visual tokens the target attends to most
-(75 % by default) enter the cross-attention, and drafts can be an EAGLE-2 dynamic tree verified in one forward
-(greedy decoding); the token view then shows the branch the target accepted. As in EAGLE-3, the drafter may
-propose from a reduced vocabulary (the tokens the target answers with most), which makes its LM head cheaper.
+(75 % by default) enter the cross-attention. As in EAGLE-3, the drafter may propose from a reduced vocabulary (the
+tokens the target answers with most), which makes its LM head cheaper. Any drafter's drafts can be an EAGLE-2
+dynamic tree verified in one forward (greedy decoding); the token view then shows the branch the target accepted.
 
 **EAGLE-3** ([arXiv 2503.01840](https://arxiv.org/abs/2503.01840)): the feature-based drafter vLLM and SGLang serve
 for Qwen2.5-VL targets. One decoder layer reads [token embedding; a state], where the state is the target's low,

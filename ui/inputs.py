@@ -13,6 +13,7 @@ import gradio as gr
 
 from core.decoding.limits import UnreadableImage, check_size, open_image, to_rgb
 from core.decoding.sampling import SamplingConfig
+from core.models.registry import NO_DRAFTER
 
 MAX_NEW_TOKENS = 256
 
@@ -60,12 +61,12 @@ def whole(value, name: str) -> int:
 
 
 def drafter_spec(name: str, keep_ratio=0.75, mode: str = "chain", top_k=4, total=16) -> str:
-    """The registry's drafter spec for the chosen drafter and its settings (DREAM: keep ratio and trees; EAGLE-3:
-    trees; the others take none)."""
-    if name not in ("dream", "eagle3"):
-        return name
-    tree = f"{whole(top_k, 'tree top-k')}x{whole(total, 'tree total tokens')}" if mode == "tree" else "chain"
-    return f"dream:keep={float(keep_ratio)},tree={tree}" if name == "dream" else f"eagle3:tree={tree}"
+    """The registry's drafter spec for the chosen drafter and its settings: any drafter drafts a chain or a tree,
+    DREAM also takes its keep ratio."""
+    options = [f"keep={float(keep_ratio)}"] if name == "dream" else []
+    if mode == "tree":
+        options.append(f"tree={whole(top_k, 'tree top-k')}x{whole(total, 'tree total tokens')}")
+    return f"{name}:{','.join(options)}" if options and name != NO_DRAFTER else name
 
 
 def sampling(temperature, top_p) -> SamplingConfig:

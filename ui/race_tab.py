@@ -67,7 +67,7 @@ def _verdict(lanes: list[Lane]) -> str:
 
 
 @gpu
-def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progress()):
+def run_race(image, prompt, drafters, gamma, max_new_tokens, drafting="chain", progress=gr.Progress()):
     with user_errors():
         prompt = check_prompt(prompt)
         gamma, max_new_tokens = whole(gamma, "γ"), whole(max_new_tokens, "max tokens")
@@ -81,10 +81,11 @@ def run_race(image, prompt, drafters, gamma, max_new_tokens, progress=gr.Progres
 
         lanes = [Lane(AR, session(None))]
         for name in drafters or []:
+            lane = name if drafting == "chain" else f"{name} (tree)"
             try:
-                lanes.append(Lane(name, session(load_drafter(name))))
+                lanes.append(Lane(lane, session(load_drafter(inputs.drafter_spec(name, mode=drafting)))))
             except ValueError as exc:
-                lanes.append(Lane(name, None, error=str(exc)))
+                lanes.append(Lane(lane, None, error=str(exc)))
         for lanes in race(lanes):
             ar_tps = RunStats.of(lanes[0].rounds, lanes[0].seconds).tokens_per_second
             progress((sum(lane.done for lane in lanes), len(lanes)), desc="racing", unit="lanes finished")
@@ -115,6 +116,8 @@ def build() -> None:
             with gr.Row():
                 gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="Draft length γ")
                 max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens")
+            drafting = gr.Radio(["chain", "tree"], value="chain", label="Drafting (tree: EAGLE-2's dynamic tree, "
+                                "4 nodes expanded per level, 16 tokens, depth = γ)")
             run = gr.Button("Race", variant="primary")
         with gr.Column(scale=3):
             board = gr.HTML(label="Lanes", elem_id="race-board")
@@ -123,6 +126,6 @@ def build() -> None:
             pace = gr.Radio(PACES, value=0, label="Replay pace per round", elem_id="race-pace")
             events, views = gr.JSON(visible=False), gr.JSON(visible=False)
             replay = build_replay("race", events, views, pace, lanes=True)
-    run.click(run_race, [image, prompt, drafters, gamma, max_new],
+    run.click(run_race, [image, prompt, drafters, gamma, max_new, drafting],
               [board, verdict, summary, events, views, replay.lane, replay.slider, replay.view, replay.tree],
               api_name="race", concurrency_id="decode", show_progress_on=[summary])

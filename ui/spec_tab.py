@@ -143,12 +143,12 @@ def build() -> None:
                 top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
                 seed = gr.Number(0, precision=0, label="Seed")
                 max_new = gr.Slider(1, inputs.MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens")
-            with gr.Accordion("DREAM and EAGLE-3 settings", open=False):
-                keep = gr.Slider(0.25, 1, value=0.75, step=0.05, label="Share of visual tokens in DREAM's cross-attention")
-                drafting = gr.Radio(["chain", "tree"], value="chain",
-                                    label="DREAM / EAGLE-3 drafting (tree: greedy only, depth = γ)")
+            with gr.Accordion("Draft trees and DREAM", open=False):
+                drafting = gr.Radio(["chain", "tree"], value="chain", elem_id="spec-drafting",
+                                    label="Drafting (tree: EAGLE-2's dynamic tree, greedy only, depth = γ)")
                 tree_top_k = gr.Slider(1, 8, value=4, step=1, label="Tree: nodes expanded per level (top-k)")
                 tree_total = gr.Slider(1, 64, value=16, step=1, label="Tree: total draft tokens")
+                keep = gr.Slider(0.25, 1, value=0.75, step=0.05, label="Share of visual tokens in DREAM's cross-attention")
         with gr.Column(scale=3):
             pace = gr.Radio(PACES, value=0, label="Pace per round (live, and when the replay plays)",
                             elem_id="spec-pace")

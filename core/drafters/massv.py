@@ -21,6 +21,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from core.decoding.session import DraftContext, PrefillRecord
+from core.decoding.tree import TreeShape
 from core.drafters.base import CachedPrefix
 from core.drafters.text import TextDraftRun
 from core.models.loading import LoadOptions, save_bf16
@@ -45,12 +46,16 @@ def multimodal_embeds(lm: PreTrainedModel, projector: Projector, input_ids: torc
 
 class MassvDrafter:
     feature_layers = ()
-    drafts_trees = False
 
-    def __init__(self, lm: PreTrainedModel, projector: Projector, name: str = "massv"):
+    def __init__(self, lm: PreTrainedModel, projector: Projector, name: str = "massv", tree: TreeShape | None = None):
         self.model = lm.eval()
         self.projector = projector.eval()
         self.name = name
+        self.tree = tree  # None: chain drafting (core/drafters/text.py drafts either)
+
+    @property
+    def drafts_trees(self) -> bool:
+        return self.tree is not None
 
     @property
     def assistant_model(self) -> PreTrainedModel:
@@ -90,4 +95,4 @@ class MassvDrafter:
         self.model(inputs_embeds=embeds, cache=prefix.cache, use_cache=True)
         prompt_ids = ids[0].tolist()
         prefix.held = prompt_ids[:-1]
-        return TextDraftRun(self.model, prompt_ids, prefix)
+        return TextDraftRun(self.model, prompt_ids, prefix, self.tree)

@@ -11,6 +11,7 @@ A drafter name is one of the target preset's drafters, or a drafter kind (text, 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -28,23 +29,17 @@ from core.models.presets import EMBEDDED, VLM_PRESETS, DrafterSource, vlm_preset
 from core.models.vlm import VisionLanguageModel
 
 
-def _dream(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, keep: str | None = None,
-           tree: str | None = None) -> Drafter:
-    return DreamDrafter.from_pretrained(weights, target, name, keep_ratio=None if keep is None else float(keep),
-                                        tree=None if tree in (None, "chain") else TreeShape.parse(tree))
+def _dream(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, keep: str | None = None) -> Drafter:
+    return DreamDrafter.from_pretrained(weights, target, name, keep_ratio=None if keep is None else float(keep))
 
 
-def _eagle3(target: VisionLanguageModel, weights: str, name: str, load: LoadOptions, tree: str | None = None) -> Drafter:
-    return Eagle3Drafter.from_pretrained(weights, target, name, None if tree in (None, "chain") else TreeShape.parse(tree),
-                                         cache_dir=load.cache_dir)
-
-
-# kind -> loader(target, weights, display name, load options, **options)
+# kind -> loader(target, weights, display name, load options, **options); every kind also takes `tree` (_load_drafter)
 DRAFTER_KINDS: dict[str, Callable[..., Drafter]] = {
     "text": lambda target, weights, name, load: TextDrafter.from_pretrained(weights, name, load),
     "massv": lambda target, weights, name, load: MassvDrafter.from_pretrained(weights, name, load),
     "dream": _dream,
-    "eagle3": _eagle3,
+    "eagle3": lambda target, weights, name, load: Eagle3Drafter.from_pretrained(weights, target, name,
+                                                                               cache_dir=load.cache_dir),
 }
 # The embedded target's drafters by name (what the app and the benchmarks offer by default).
 DRAFTERS: dict[str, DrafterSource] = VLM_PRESETS[EMBEDDED].drafters
@@ -93,9 +88,20 @@ def parse_spec(spec: str, target_name: str = EMBEDDED) -> tuple[DrafterSource, d
     return DrafterSource(source.kind, weights or source.weights, source.note), kwargs
 
 
+def _without_tree(spec: str) -> str:
+    name, _, options = spec.partition(":")
+    kept = [option for option in options.split(",") if option and not option.startswith("tree=")]
+    return f"{name}:{','.join(kept)}" if kept else name
+
+
 @lru_cache(maxsize=16)
 def _load_drafter(spec: str, target_name: str) -> Drafter:
     source, kwargs = parse_spec(spec, target_name)
+    if "tree" in kwargs:  # a tree drafts with the chain drafter's weights: one copy of them in memory
+        shape = None if kwargs["tree"] == "chain" else TreeShape.parse(kwargs["tree"])
+        drafter = copy.copy(_load_drafter(_without_tree(spec), target_name))
+        drafter.tree, drafter.name = shape, spec
+        return drafter
     target = load_target(target_name)
     load = vlm_preset(target_name).load
     try:
