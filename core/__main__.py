@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
     train.add_argument("--warmup", type=int, help="target: LR warmup steps")
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
+    train.add_argument("--probe-steps", dest="probe_steps", type=int,
+                       help="target: the probe heads alone on the frozen model first (for --init without them)")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
                        "world,photos, the shipped target's), trains on (core/world/mix.py)")
     train.add_argument("--world-share", dest="world_share", type=float,

@@ -115,6 +115,16 @@ def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
     train(TargetTrainConfig(steps=0, init=str(out), out=str(again), mix="world,photos"))
     heads, continued = load_file(out / PROBES), load_file(again / PROBES)
     assert heads.keys() == continued.keys() and all(torch.equal(heads[k], continued[k]) for k in heads)
+    # From a checkpoint without probes (as the shipped model), --probe-steps trains fresh heads alone: the model's
+    # weights stay as they were.
+    (again / PROBES).unlink()
+    warmed = tmp_path / "warmed"
+    train(TargetTrainConfig(steps=0, probe_steps=2, batch=12, init=str(again), out=str(warmed), mix="world,photos"))
+    before, after = load_file(again / "model.safetensors"), load_file(warmed / "model.safetensors")
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    probes = load_file(warmed / PROBES)
+    assert probes.keys() == heads.keys() and not torch.equal(probes["beyond.heads.term.weight"],
+                                                             heads["beyond.heads.term.weight"])
 
 
 def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):

@@ -1,6 +1,7 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
-    python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR] [--out DIR]
+    python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR [--probe-steps N]]
+        [--out DIR]
         [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
                                                    # colour layout, text, honest answers
 
@@ -58,6 +59,7 @@ class TargetTrainConfig:
     init: str = ""  # continue from this checkpoint instead of a fresh model
     mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/mix.py)
     world_share: float = 0.5  # with photos, the share of each batch that is world scenes
+    probe_steps: int = 0  # first the probe heads alone on the frozen model (for a checkpoint without them)
 
 
 class VisionProbe(torch.nn.Module):
@@ -180,6 +182,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     probes = torch.nn.ModuleDict({"world": probe, "beyond": region_probe})
     if cfg.init and (Path(cfg.init) / PROBES).is_file():
         probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
+    warm_up_probes(vlm, probe, region_probe, cfg)
     pretrain_vision(vlm, probe, region_probe, cfg)
     params = list(model.parameters()) + list(probes.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
@@ -260,6 +263,39 @@ def vision_losses(probe: VisionProbe, region_probe: RegionProbe, features: list[
     return total
 
 
+def _vision_batch(cfg: TargetTrainConfig, step: int, base: int) -> list[scenes.Sample]:
+    """World scenes and (with photos) other images for the vision-only steps, from their own range of indices."""
+    beyond = "photos" in mix.sources(cfg.mix)
+    n_world = round(cfg.batch * cfg.world_share) if beyond else cfg.batch
+    base += (step - 1) * cfg.batch
+    batch = scenes.samples("train", n_world, start=base)
+    if beyond:
+        own = mix.tasks(cfg.mix, "photos")
+        batch += [mix.sample("train", base + i, own[i % len(own)]) for i in range(cfg.batch - n_world)]
+    return batch
+
+
+def warm_up_probes(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: RegionProbe,
+                   cfg: TargetTrainConfig) -> None:
+    """The probe heads alone on the frozen model: a continued run whose checkpoint has no heads (the shipped model
+    carries none) then starts without the large vision losses of fresh heads, which would disturb what the tower
+    has learned."""
+    params = list(probe.parameters()) + list(region_probe.parameters())
+    opt = torch.optim.AdamW(params, lr=5e-3, weight_decay=cfg.weight_decay)
+    start = time.time()
+    for step in range(1, cfg.probe_steps + 1):
+        batch = _vision_batch(cfg, step, 8_000_000)
+        pixels = vlm.pixels([s.image for s in batch])
+        with torch.no_grad():
+            features = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"]).pooler_output
+        loss = vision_losses(probe, region_probe, features, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % 50 == 0:
+            print(f"probe step {step} loss {loss.item():.3f} {time.time() - start:.0f}s", flush=True)
+
+
 def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: RegionProbe,
                     cfg: TargetTrainConfig) -> None:
     """Vision tower + probes alone: ten times cheaper per step than the full model, and it gives the LM visual
@@ -270,12 +306,7 @@ def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: 
     heldout = [photos.sample("heldout", i, "layout", ("procedural", "photo")[i % 2]).image for i in range(60 * beyond)]
     start = time.time()
     for step in range(1, cfg.vision_steps + 1):
-        n_world = round(cfg.batch * cfg.world_share) if beyond else cfg.batch
-        base = (step - 1) * cfg.batch + 7_000_000
-        batch = scenes.samples("train", n_world, start=base)
-        if beyond:
-            own = mix.tasks(cfg.mix, "photos")
-            batch += [mix.sample("train", base + i, own[i % len(own)]) for i in range(cfg.batch - n_world)]
+        batch = _vision_batch(cfg, step, 7_000_000)
         pixels = vlm.pixels([s.image for s in batch])
         features = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
         loss = vision_losses(probe, region_probe, features.pooler_output, batch)
