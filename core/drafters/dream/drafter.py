@@ -174,12 +174,12 @@ class DreamDrafter:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: VisionLanguageModel, name: str = "dream",
-                        keep_ratio: float | None = None, tree: TreeShape | None = None) -> DreamDrafter:
+                        keep_ratio: float | None = None) -> DreamDrafter:
         path = Path(path)
         cfg = DreamConfig(**json.loads((path / CONFIG_FILE).read_text())["adapter"])
         adapter = DreamAdapter(cfg)
         adapter.load_state_dict(load_file(path / WEIGHTS_FILE))
-        return cls(adapter.to(target.device, target.model.dtype), target, name, keep_ratio, tree)
+        return cls(adapter.to(target.device, target.model.dtype), target, name, keep_ratio)
 
     def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> None:
         path = Path(path)

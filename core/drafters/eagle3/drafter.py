@@ -123,14 +123,14 @@ class Eagle3Drafter:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: VisionLanguageModel, name: str = "eagle3",
-                        tree: TreeShape | None = None, cache_dir: str | None = None) -> Eagle3Drafter:
+                        cache_dir: str | None = None) -> Eagle3Drafter:
         """A checkpoint in the speculators or the SpecForge format (core/drafters/eagle3/formats.py): a directory, or
         a hub repo id (read from `cache_dir`, the Hugging Face cache, when given)."""
         from core.drafters.eagle3.formats import check_fits, load_model
 
         model = load_model(path, target, cache_dir)
         check_fits(model.cfg, target)
-        return cls(model.to(target.device, target.model.dtype), target, name, tree)
+        return cls(model.to(target.device, target.model.dtype), target, name)
 
     def start(self, context: DraftContext, prefill: PrefillRecord) -> Eagle3DraftRun:
         return Eagle3DraftRun(self, prefill)
