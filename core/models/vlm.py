@@ -37,6 +37,7 @@ class VLMFamily:
     image_processor_class: type
     apply_rotary: Callable  # (q, k, cos, sin) -> (q, k): the family's rotary embedding of the text layers
     image_token: str = "<|image_pad|>"
+    video_token: str = "<|video_pad|>"
 
 
 # The PIL image processor: the default one needs torchvision, which CPU installs here do not have.
@@ -77,6 +78,7 @@ class VisionLanguageModel:
         self.image_token_id = tokenizer.convert_tokens_to_ids(family.image_token)
         self.image_token = family.image_token
         self.eos_token_ids = _eos_ids(model, tokenizer)
+        self.control_tokens = control_tokens(tokenizer, (family.image_token, family.video_token))
 
     @classmethod
     def from_pretrained(cls, path: str | Path, load: LoadOptions = LoadOptions(), **kwargs) -> VisionLanguageModel:
@@ -99,6 +101,10 @@ class VisionLanguageModel:
         return self.model.config.get_text_config()
 
     def prompt_text(self, prompt: str, with_image: bool) -> str:
+        found = [token for token in self.control_tokens if token in prompt]
+        if found:
+            raise ValueError(f"The prompt contains {min(found, key=prompt.index)}, one of the model's control tokens "
+                             "(they mark the image and the turns); remove it.")
         return chat_prompt(self.tokenizer, prompt, with_image)
 
     def image_prompt_text(self, prompt: str, image_grid_thw: torch.Tensor) -> str:
@@ -178,6 +184,16 @@ def chat_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, with_image: boo
     return tokenizer.apply_chat_template(
         [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
     )
+
+
+def control_tokens(tokenizer: PreTrainedTokenizerBase, placeholders: tuple[str, ...]) -> tuple[str, ...]:
+    """The special tokens a user's prompt may not carry: those the chat template itself writes around a user turn
+    with an image (turn markers, the image's brackets and placeholder) and the family's placeholders. Tokenised with
+    the template, "<|image_pad|>" would claim an image slot no feature fills and "<|im_end|><|im_start|>assistant"
+    would forge a turn. Other special tokens (Qwen's grounding boxes, <|box_start|>) stay the user's to write."""
+    turn = chat_prompt(tokenizer, "", True)
+    return tuple(t.content for t in tokenizer.added_tokens_decoder.values()
+                 if t.special and (t.content in turn or t.content in placeholders))
 
 
 def visual_features(image_features) -> torch.Tensor | None:
