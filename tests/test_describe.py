@@ -81,9 +81,17 @@ def test_the_apps_line_compares_only_what_the_pixels_answer():
     assert what_the_pixels_say(None, "Describe the image.") == ""
     assert "**matches**" in what_the_pixels_say(image, "What colour is the center?", "Blue.")
     assert "**differs**" in what_the_pixels_say(image, "What colour is the center?", "Red.")
-    assert "not compared" in what_the_pixels_say(image, "What animal is this?", "A cat.")
+    assert "not compared" in what_the_pixels_say(image, "What is written here?", "There is no text.")
+    assert "not compared" in what_the_pixels_say(image, "Describe the scene in French.", "Une image bleue.")
     reference = answers(image)["Describe the image."]  # "... Top: blue, blue, blue. ..."
     assert "**matches**" in what_the_pixels_say(image, "Describe the image.", reference)
+    # The paraphrases the target learned ask the same question, and a question the pixels cannot answer has the
+    # honest answer it was taught: an invented fact differs from it.
+    assert "**matches**" in what_the_pixels_say(image, "Describe this picture.", reference)
+    assert "**matches**" in what_the_pixels_say(image, "Which colour is at the center?", "Blue.")
+    assert "**differs**" in what_the_pixels_say(image, "What animal is this?", "A cat.")
+    honest = f"I can only describe colours and layout: {reference}"
+    assert "**matches**" in what_the_pixels_say(image, "What animal is this?", honest)
     said = reference.replace("Top: blue, blue", "Top: red, light blue")  # light / dark ignored, as in eval-target
     line = what_the_pixels_say(image, "Describe the image.", said)
     assert "8 of the 9 regions' colours agree" in line and "first sentence" not in line
@@ -137,6 +145,9 @@ def test_eval_target_scores_your_images_against_their_pixels(own_images, tiny_ta
          "What colour is the center?"])
     asked = json.loads(capsys.readouterr().out)["rows"]
     assert [r["reference"] for r in asked] == ["Red.", "Blue."]  # --prompt: the pixels answer, metadata set aside
+    cli(["eval-target", "--model", str(tiny_target_dir), "--images", str(own_images), "--prompt",
+         "Which colour is at the center?"])  # a paraphrase the embedded target learned asks the same
+    assert [r["reference"] for r in json.loads(capsys.readouterr().out)["rows"]] == ["Red.", "Blue."]
 
 
 def test_bench_spec_runs_on_your_images(own_images, capsys):

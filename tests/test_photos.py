@@ -44,6 +44,19 @@ def test_answers_are_what_the_pixels_say(task, source):
             assert s.answer == f"I can only describe colours and layout: {layout(s.image).description()}"
 
 
+def test_the_reference_answers_every_paraphrase_the_models_learned():
+    """photos.reference (the app's "what the pixels say") gives each training sample's own answer, whatever
+    paraphrase it was asked in; reading text is not a pixel question."""
+    for index in range(72):
+        task, source = photos.TASKS[index % 6], photos.SOURCES[index // 6 % 4]
+        s = photos.sample("train", index, task, source)
+        assert photos.reference(s.image, f" {s.prompt} ") == (None if task == "read" else s.answer), (task, s.prompt)
+    asked = {photos.sample("train", i, "layout").prompt for i in range(40)} | {
+        photos.sample("train", i, "region").prompt.split(" the ")[0] for i in range(40)}
+    assert len(asked) >= 6  # several paraphrases were drawn, not one
+    assert photos.reference(Image.new("RGB", (30, 30)), "What is the meaning of life?") is None
+
+
 def test_rendered_text_is_drawn_and_readable():
     import random
 

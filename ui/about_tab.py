@@ -67,14 +67,16 @@ any other image, what its 3x3 visual tokens carry: *Describe the image.* gets th
 each of its 3x3 regions in the 11 basic colour terms; it also answers region questions (*What colour is the top
 left?*), the main colours and the brightest region. On images it never trained on it names 86 % of the regions of
 generated images right, 76 % of crops of photographs and 89 % of four whole photographs (the examples here).
-**What it cannot tell.** It does not read text outside the world's scenes (3x3 tokens are too few for letters a
-few pixels wide), so it answers *There is no text.*: right for photographs without text, wrong where there is
-some. It does not know objects: a question it was not taught (*What animal is this?*) gets
-*I can only describe colours and layout: ...* rather than a guess.
+**What it cannot tell.** It does not read text outside the world's scenes (its tiny vision tower never learned
+letters a few pixels wide), so it answers *There is no text.*: right for photographs without text, wrong where
+there is some. It does not know objects: the questions of that kind it was taught (*What animal is this?*, *Where
+was this photo taken?*, ...) get *I can only describe colours and layout: ...* rather than a guess; a prompt unlike
+anything it was taught (another language, another task) gets an answer that means nothing.
 
 So under every answer the app shows **what the pixels say** (`core/world/describe.py`): the same layout, main
-colours and brightest region computed from the image itself, and whether the target's answer matches. That line
-is the reference. The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute
+colours and brightest region computed from the image itself, and whether the target's answer matches, for every
+prompt it learned in any of its paraphrases (for the questions it cannot answer, the honest answer is the
+reference), and says so when a prompt is not one the pixels answer. That line is the reference. The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute
 speeds are those of a 7.8M-parameter model on this server's CPU.
 
 ## Hub models

@@ -12,6 +12,7 @@ from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
 from core.decoding.metrics import RunStats
 from core.models.registry import load_drafter
+from core.world import photos
 from core.world.describe import answers, described_header, described_regions, region_agreement
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
@@ -101,24 +102,25 @@ def what_the_pixels_say(image, prompt, output=None) -> str:
     """The reference answer for this image (core/world/describe.py) and, after a run, whether the target's agrees."""
     if image is None:
         return ""
-    found = answers(image)
     asked = (prompt or "").strip()
-    if asked not in found:
+    expected = photos.reference(image, asked)
+    if expected is None:
+        found = answers(image)
         return (f"**What the pixels say** (colour layout, from the image alone): {found['Describe the image.']}  \n"
                 f"*The prompt is not one the pixels answer ({', '.join(f'“{q}”' for q in list(found)[:3])}, "
-                "“What colour is the top left?”, …), so the target's answer is not compared.*")
+                "“What colour is the top left?”, …, in their paraphrases), so the target's answer is not compared.*")
     verdict = ""
-    if output and output.strip() == found[asked]:
+    if output and output.strip() == expected:
         verdict = "  \nThe target's answer **matches** it."
     elif output:
         layout = ""
-        if described_regions(found[asked]) and described_regions(output):
-            layout = f": {round(9 * region_agreement(found[asked], output))} of the 9 regions' colours agree"
-            if described_header(output) != described_header(found[asked]):
+        if described_regions(expected) and described_regions(output):
+            layout = f": {round(9 * region_agreement(expected, output))} of the 9 regions' colours agree"
+            if described_header(output) != described_header(expected):
                 layout += ", and its first sentence (tone, main colours) differs"
         verdict = (f"  \nThe target's answer **differs**{layout} (on a world scene its object caption is the more "
                    "specific answer).")
-    return f"**What the pixels say** for “{asked}”: {found[asked]}{verdict}"
+    return f"**What the pixels say** for “{asked}”: {expected}{verdict}"
 
 
 def build() -> None:

@@ -6,11 +6,12 @@ images, agreement with what their pixels say (core/world/describe.py).
     python -m core eval-target --photos N [--json PATH]     # held-out images beyond the world (core/world/photos.py)
 
 With --images, each image is asked its metadata.jsonl prompt (or "Describe the image.", or --prompt for all) and
-scored against the metadata's answer where one is given, else against the pixels' answer: `exact_match` over all,
-`region_agreement` (share of the 9 regions whose colour term the target's description names as the pixels do,
-light / dark ignored), `header_exact` (share of those descriptions whose first sentence, the tone and main colours,
-is the pixels' word for word), and where answers say what is written: `text_exact` (images with text) and
-`no_text_precision` (images whose answer is "There is no text.").
+scored against the metadata's answer where one is given, else against the pixels' answer (to any paraphrase the
+embedded models learned: `photos.reference`): `exact_match` over all, `region_agreement` (share of the 9 regions
+whose colour term the target's description names as the pixels do, light / dark ignored), `header_exact` (share of
+those descriptions whose first sentence, the tone and main colours, is the pixels' word for word), and where answers
+say what is written: `text_exact` (images with text) and `no_text_precision` (images whose answer is "There is no
+text.").
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from core.models.vlm import VisionLanguageModel
 from core.training.training_data import TrainingData, from_folder
 from core.training.training_data import describe as describe_source
 from core.world import photos, scenes
-from core.world.describe import answers, described_header, described_regions, region_agreement
+from core.world.describe import described_header, described_regions, region_agreement
 from core.world.photos import NO_TEXT
 
 
@@ -95,7 +96,7 @@ def on_images(vlm: VisionLanguageModel, examples: TrainingData, prompt: str | No
     for i, example in enumerate(examples.examples):
         sample = examples[i]
         asked = prompt or sample.prompt
-        reference = sample.answer if sample.answer is not None and not prompt else answers(sample.image).get(asked)
+        reference = sample.answer if sample.answer is not None and not prompt else photos.reference(sample.image, asked)
         reads = asked in photos.PARAPHRASES["read"]
         items.append(Item(describe_source(example.image), sample.image, asked, reference, reads))
     return {"source": examples.source} | scored(vlm, items)

@@ -47,6 +47,9 @@ PARAPHRASES = {
                 "What time of day is it?", "Who made this?", "What is the person doing?"),
 }
 REGION_PROMPTS = ("What colour is the {}?", "Which colour is at the {}?", "What is the colour of the {} region?")
+# The question core/world/describe.py's answers() names for each task whose paraphrases ask the same thing.
+ASKED = {"layout": "Describe the image.", "colours": "What are the main colours?",
+         "brightest": "Which region is the brightest?"}
 
 
 def _size(rng: random.Random) -> tuple[int, int]:
@@ -185,9 +188,23 @@ def _question(rng: random.Random, task: str, image: Image.Image, text: str | Non
         return rng.choice(PARAPHRASES["read"]), text if text is not None else NO_TEXT
     if task == "unknown":
         return rng.choice(PARAPHRASES["unknown"]), f"I can only describe colours and layout: {found['Describe the image.']}"
-    canonical = {"layout": "Describe the image.", "colours": "What are the main colours?",
-                 "brightest": "Which region is the brightest?"}[task]
-    return rng.choice(PARAPHRASES[task]), found[canonical]
+    return rng.choice(PARAPHRASES[task]), found[ASKED[task]]
+
+
+def reference(image: Image.Image, prompt: str) -> str | None:
+    """What the pixels answer to a prompt the embedded models learned, in any of its paraphrases (an unanswerable
+    question gets the honest answer they were taught); None for a prompt the pixels cannot answer (reading text
+    needs its source, a world question its scene)."""
+    prompt = prompt.strip()
+    found = answers(image)
+    asked = next((ASKED[task] for task in ASKED if prompt in PARAPHRASES[task]), None)
+    asked = asked or next((f"What colour is the {position}?" for position in POSITIONS
+                           if prompt in {p.format(position) for p in REGION_PROMPTS}), None)
+    if asked:
+        return found[asked]
+    if prompt in PARAPHRASES["unknown"]:
+        return f"I can only describe colours and layout: {found['Describe the image.']}"
+    return None
 
 
 def sample(split: str, index: int, task: str | None = None, source: str | None = None) -> Sample:
