@@ -33,7 +33,7 @@ from core.decoding.limits import open_image
 from core.models import registry
 from core.models.embedded import EMBEDDED_PATHS
 from core.models.presets import DrafterSource
-from core.models.vlm import control_tokens
+from core.models.vlm import VisionLanguageModel
 
 NAN = float("nan")
 CHOICES = "not in the list of choices"
@@ -278,8 +278,13 @@ def test_a_prompt_may_carry_special_tokens_the_template_does_not_write():
     """Only the template's own markers and the image / video placeholders are refused: a hub Qwen2.5-VL's grounding
     tokens (<|box_start|> ...) are a user's to write."""
     target = registry.load_target("embedded")
+    assert set(target.control_tokens) == {"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                                          "<|image_pad|>", "<|video_pad|>"}
     tokenizer = copy.deepcopy(target.tokenizer)
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|box_start|>", "<|box_end|>"]})
-    assert set(control_tokens(tokenizer, ("<|image_pad|>", "<|video_pad|>"))) == {
-        "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"}
-    assert set(target.control_tokens) == set(control_tokens(tokenizer, ("<|image_pad|>", "<|video_pad|>")))
+    grounding = VisionLanguageModel(target.model, tokenizer, target.image_processor)  # the same weights
+    assert set(grounding.control_tokens) == set(target.control_tokens)
+    assert "<|box_start|>(10,20),(30,40)<|box_end|>" in grounding.prompt_text(
+        "What colour is <|box_start|>(10,20),(30,40)<|box_end|>?", True)
+    with pytest.raises(ValueError, match="contains <\\|vision_start\\|>"):
+        grounding.prompt_text("a <|vision_start|> b <|image_pad|>", True)

@@ -76,8 +76,9 @@ anything it was taught (another language, another task) gets an answer that mean
 So under every answer the app shows **what the pixels say** (`core/world/describe.py`): the same layout, main
 colours and brightest region computed from the image itself, and whether the target's answer matches, for every
 prompt it learned in any of its paraphrases (for the questions it cannot answer, the honest answer is the
-reference), and says so when a prompt is not one the pixels answer. That line is the reference. The speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute
-speeds are those of a 7.8M-parameter model on this server's CPU.
+reference), and says so when a prompt is not one the pixels answer. That line is the reference. The
+speculative-decoding mechanics (acceptance, τ, losslessness) are the real thing; the absolute speeds are those of a
+7.8M-parameter model on this server's CPU.
 
 ## Hub models
 

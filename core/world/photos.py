@@ -196,14 +196,13 @@ def reference(image: Image.Image, prompt: str) -> str | None:
     question gets the honest answer they were taught); None for a prompt the pixels cannot answer (reading text
     needs its source, a world question its scene)."""
     prompt = prompt.strip()
-    found = answers(image)
     asked = next((ASKED[task] for task in ASKED if prompt in PARAPHRASES[task]), None)
     asked = asked or next((f"What colour is the {position}?" for position in POSITIONS
                            if prompt in {p.format(position) for p in REGION_PROMPTS}), None)
     if asked:
-        return found[asked]
+        return answers(image)[asked]
     if prompt in PARAPHRASES["unknown"]:
-        return f"I can only describe colours and layout: {found['Describe the image.']}"
+        return f"I can only describe colours and layout: {answers(image)['Describe the image.']}"
     return None
 
 
