@@ -89,6 +89,9 @@ def test_the_apps_line_compares_only_what_the_pixels_answer():
     # honest answer it was taught: an invented fact differs from it.
     assert "**matches**" in what_the_pixels_say(image, "Describe this picture.", reference)
     assert "**matches**" in what_the_pixels_say(image, "Which colour is at the center?", "Blue.")
+    # Case, spacing and the closing mark do not change the question (the target is less forgiving: it answered the
+    # lower-case "describe the image" with "The top left.", which the line then shows as wrong).
+    assert "**differs**" in what_the_pixels_say(image, "describe  the image", "The top left.")
     assert "**differs**" in what_the_pixels_say(image, "What animal is this?", "A cat.")
     honest = f"I can only describe colours and layout: {reference}"
     assert "**matches**" in what_the_pixels_say(image, "What animal is this?", honest)

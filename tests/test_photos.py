@@ -53,6 +53,7 @@ def test_the_reference_answers_every_paraphrase_the_models_learned():
         assert photos.reference(s.image, f" {s.prompt} ") == (None if task == "read" else s.answer), (task, s.prompt)
     assert {photos.sample("train", i, "layout").prompt for i in range(40)} == set(photos.PARAPHRASES["layout"])
     assert photos.reference(Image.new("RGB", (30, 30)), "What is the meaning of life?") is None
+    assert photos.asks_to_read("what does the text say") and not photos.asks_to_read("Describe the image.")
 
 
 def test_rendered_text_is_drawn_and_readable():

@@ -97,7 +97,7 @@ def on_images(vlm: VisionLanguageModel, examples: TrainingData, prompt: str | No
         sample = examples[i]
         asked = prompt or sample.prompt
         reference = sample.answer if sample.answer is not None and not prompt else photos.reference(sample.image, asked)
-        reads = asked in photos.PARAPHRASES["read"]
+        reads = photos.asks_to_read(asked)
         items.append(Item(describe_source(example.image), sample.image, asked, reference, reads))
     return {"source": examples.source} | scored(vlm, items)
 

@@ -191,17 +191,27 @@ def _question(rng: random.Random, task: str, image: Image.Image, text: str | Non
     return rng.choice(PARAPHRASES[task]), found[ASKED[task]]
 
 
+def _question_key(prompt: str) -> str:
+    """A prompt as a question: case, spacing and the closing mark do not change what it asks."""
+    return " ".join(prompt.lower().split()).rstrip("?.!")
+
+
+def asks_to_read(prompt: str) -> bool:
+    """Whether a prompt is one of the questions about what is written (any case, spacing, closing mark)."""
+    return _question_key(prompt) in map(_question_key, PARAPHRASES["read"])
+
+
 def reference(image: Image.Image, prompt: str) -> str | None:
     """What the pixels answer to a prompt the embedded models learned, in any of its paraphrases (an unanswerable
     question gets the honest answer they were taught); None for a prompt the pixels cannot answer (reading text
     needs its source, a world question its scene)."""
-    prompt = prompt.strip()
-    asked = next((ASKED[task] for task in ASKED if prompt in PARAPHRASES[task]), None)
+    key = _question_key(prompt)
+    asked = next((ASKED[task] for task in ASKED if key in map(_question_key, PARAPHRASES[task])), None)
     asked = asked or next((f"What colour is the {position}?" for position in POSITIONS
-                           if prompt in {p.format(position) for p in REGION_PROMPTS}), None)
+                           if key in {_question_key(p.format(position)) for p in REGION_PROMPTS}), None)
     if asked:
         return answers(image)[asked]
-    if prompt in PARAPHRASES["unknown"]:
+    if key in map(_question_key, PARAPHRASES["unknown"]):
         return f"I can only describe colours and layout: {answers(image)['Describe the image.']}"
     return None
 
