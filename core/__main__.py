@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
     train.add_argument("--probe-steps", dest="probe_steps", type=int,
                        help="target: the probe heads alone on the frozen model first (for --init without them)")
+    train.add_argument("--other-forms", dest="other_forms", type=float,
+                       help="target: share of prompts asked in another form (lower / upper case, no closing mark)")
+    train.add_argument("--freeze-vision", dest="freeze_vision", action="store_true", default=None,
+                       help="target: train the language model only (drafters reading the tower keep their inputs)")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
                        "world,photos, the shipped target's), trains on (core/world/mix.py)")
     train.add_argument("--world-share", dest="world_share", type=float,

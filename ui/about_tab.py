@@ -66,7 +66,7 @@ scikit-image's photographs and collages of them, each answered from its own pixe
 any other image, what its 3x3 visual tokens carry: *Describe the image.* gets the image's tone and the colour of
 each of its 3x3 regions in the 11 basic colour terms; it also answers region questions (*What colour is the top
 left?*), the main colours and the brightest region. On images it never trained on it names 86 % of the regions of
-generated images right, 76 % of crops of photographs and 89 % of four whole photographs (the examples here).
+generated images right, 75 % of crops of photographs and 89 % of four whole photographs (the examples here).
 **What it cannot tell.** It does not read text outside the world's scenes (its tiny vision tower never learned
 letters a few pixels wide), so it answers *There is no text.*: right for photographs without text, wrong where
 there is some. It does not know objects: the questions of that kind it was taught (*What animal is this?*, *Where

@@ -1,7 +1,7 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR [--probe-steps N]]
-        [--out DIR]
+        [--other-forms P] [--freeze-vision] [--out DIR]
         [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
                                                    # colour layout, text, honest answers
 
@@ -18,6 +18,8 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   needs every token, so a 40-token caption at a low per-token loss is still a hard family; with photos, world
   scenes keep `--world-share` of every batch, or the far more often wrong new families starve them (forgetting);
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
+- `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
+  `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
 - `--init` continues a checkpoint (the shipped target is several such runs: README, "The embedded models"), and its
   probe heads when they were saved beside it (`probes.safetensors`, not part of the model): fresh heads cost a
   continued run ~100 steps of large vision losses that disturb what the tower had learned.
@@ -28,7 +30,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -60,6 +62,8 @@ class TargetTrainConfig:
     mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/mix.py)
     world_share: float = 0.5  # with photos, the share of each batch that is world scenes
     probe_steps: int = 0  # first the probe heads alone on the frozen model (for a checkpoint without them)
+    other_forms: float = 0.0  # share of prompts asked in another form (mix.other_form: case, closing mark)
+    freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
 
 
 class VisionProbe(torch.nn.Module):
@@ -184,7 +188,12 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
     warm_up_probes(vlm, probe, region_probe, cfg)
     pretrain_vision(vlm, probe, region_probe, cfg)
-    params = list(model.parameters()) + list(probes.parameters())
+    if cfg.freeze_vision:
+        model.model.visual.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not cfg.freeze_vision:  # the probes only shape the tower
+        params += list(probes.parameters())
+    forms = random.Random(f"forms/{cfg.seed}")
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
@@ -199,6 +208,8 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         if "photos" in samplers:
             tasks += samplers["photos"].draw(cfg.batch - n_world)
         batch = [mix.sample("train", index + i, t) for i, t in enumerate(tasks)]
+        batch = [replace(s, prompt=mix.other_form(forms, s.prompt)) if forms.random() < cfg.other_forms else s
+                 for s in batch]
         index += cfg.batch
         inputs = answer_batch(vlm.tokenizer, batch, vlm)
         labels = inputs.pop("labels")
@@ -207,7 +218,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         logits = model(**inputs, mm_encoder_outputs={"image": features}).logits
         losses = per_sample_loss(logits, labels)
         aux = torch.zeros(())
-        if cfg.aux_weight:
+        if cfg.aux_weight and not cfg.freeze_vision:
             aux = vision_losses(probe, region_probe, features.pooler_output, batch)
         loss = losses.mean() + cfg.aux_weight * aux
         opt.zero_grad(set_to_none=True)

@@ -9,6 +9,7 @@ space of tasks, so the target and every drafter learn from the same images. A ph
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -57,6 +58,14 @@ class Samples(Sequence):
         k %= self.n
         own = self.per_source[k % len(self.per_source)]
         return sample(self.split, self.start + k, own[k // len(self.per_source) % len(own)])
+
+
+def other_form(rng: random.Random, prompt: str) -> str:
+    """The same question typed another way: all lower or upper case, or without its closing mark. A target trained
+    only on the canonical forms answers "describe the image" with nonsense (region agreement 0.12 vs 0.73 on the
+    held-out views)."""
+    form = rng.choice((str.lower, str.upper, lambda p: p.rstrip("?.!"), lambda p: p.lower().rstrip("?.!")))
+    return form(prompt)
 
 
 def samples(split: str, n: int, start: int = 0, mix: str = "world") -> list[scenes.Sample]:
