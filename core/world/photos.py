@@ -179,6 +179,11 @@ def collage(rng: random.Random, split: str) -> Image.Image:
     return image
 
 
+def _honest(found: dict[str, str]) -> str:
+    """The answer to a question the pixels cannot answer: what they can tell instead."""
+    return f"I can only describe colours and layout: {found['Describe the image.']}"
+
+
 def _question(rng: random.Random, task: str, image: Image.Image, text: str | None) -> tuple[str, str]:
     found = answers(image)
     if task == "region":
@@ -187,7 +192,7 @@ def _question(rng: random.Random, task: str, image: Image.Image, text: str | Non
     if task == "read":
         return rng.choice(PARAPHRASES["read"]), text if text is not None else NO_TEXT
     if task == "unknown":
-        return rng.choice(PARAPHRASES["unknown"]), f"I can only describe colours and layout: {found['Describe the image.']}"
+        return rng.choice(PARAPHRASES["unknown"]), _honest(found)
     return rng.choice(PARAPHRASES[task]), found[ASKED[task]]
 
 
@@ -212,7 +217,7 @@ def reference(image: Image.Image, prompt: str) -> str | None:
     if asked:
         return answers(image)[asked]
     if key in map(_question_key, PARAPHRASES["unknown"]):
-        return f"I can only describe colours and layout: {answers(image)['Describe the image.']}"
+        return _honest(answers(image))
     return None
 
 
