@@ -201,24 +201,27 @@ def _question_key(prompt: str) -> str:
     return " ".join(prompt.lower().split()).rstrip("?.!")
 
 
+# Every learned wording (as a _question_key) -> what it asks: a question of describe.answers(), "read" or "unknown".
+_ASKS = {_question_key(p): ASKED.get(task, task) for task in ("layout", "colours", "brightest", "read", "unknown")
+         for p in PARAPHRASES[task]}
+_ASKS |= {_question_key(p.format(position)): f"What colour is the {position}?"
+          for position in POSITIONS for p in REGION_PROMPTS}
+
+
 def asks_to_read(prompt: str) -> bool:
     """Whether a prompt is one of the questions about what is written (any case, spacing, closing mark)."""
-    return _question_key(prompt) in map(_question_key, PARAPHRASES["read"])
+    return _ASKS.get(_question_key(prompt)) == "read"
 
 
 def reference(image: Image.Image, prompt: str) -> str | None:
     """What the pixels answer to a prompt the embedded models learned, in any of its paraphrases (an unanswerable
     question gets the honest answer they were taught); None for a prompt the pixels cannot answer (reading text
     needs its source, a world question its scene)."""
-    key = _question_key(prompt)
-    asked = next((ASKED[task] for task in ASKED if key in map(_question_key, PARAPHRASES[task])), None)
-    asked = asked or next((f"What colour is the {position}?" for position in POSITIONS
-                           if key in {_question_key(p.format(position)) for p in REGION_PROMPTS}), None)
-    if asked:
-        return answers(image)[asked]
-    if key in map(_question_key, PARAPHRASES["unknown"]):
-        return _honest(answers(image))
-    return None
+    asked = _ASKS.get(_question_key(prompt))
+    if asked in (None, "read"):
+        return None
+    found = answers(image)
+    return _honest(found) if asked == "unknown" else found[asked]
 
 
 def sample(split: str, index: int, task: str | None = None, source: str | None = None) -> Sample:
