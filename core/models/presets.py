@@ -169,6 +169,10 @@ def availability(name: str, model: str, hub: bool, cache_dir: str | None, reacha
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m core.models.presets",
+                            description="List the presets, whether each can load here, and why not.").parse_args()
     reachable = hub_reachable()
     for title, table in (("VLM targets", VLM_PRESETS), ("MoE models", MOE_PRESETS)):
         print(title)
