@@ -2,7 +2,8 @@
 see exactly the tokens and τ the engine produced; step the replay back and see each round's draft as the API
 reports it; draw a DREAM tree round with one node per drafted token; run the drafter race; on the REAP tab, score,
 release the ratio slider at a new position with the mouse and see the heatmap's crossed-out experts change, and
-click an expert to inspect it. Screenshots go to test-artifacts/.
+click an expert to inspect it. Screenshots go to test-artifacts/; README's picture of a run in progress goes to
+docs/img/app.png too when SPECULUM_DOCS_IMG=1.
 
     apt-get install -y chromium && pip install playwright     # no `playwright install`: the system browser is used
     python -m pytest -q tests/test_browser.py
@@ -10,11 +11,14 @@ click an expert to inspect it. Screenshots go to test-artifacts/.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 from gradio_client import handle_file
+
+from core.world import scenes
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)")
 CHROMIUM = "/usr/bin/chromium"
@@ -24,6 +28,8 @@ if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+DOCS_IMG = ARTIFACTS.parent / "docs" / "img" / "app.png"
+TOKENS = "() => document.querySelectorAll('#spec-tokens .spec-text .tok').length"
 # (layer:expert) of the experts crossed out on the saliency map, read from the plotly figure on the page.
 MARKS = """() => {
   const plot = document.querySelector('#reap-heatmap .js-plotly-plot');
@@ -86,6 +92,27 @@ def test_generate_shows_the_engines_tokens_and_tau(page, client, world_png):
     assert page.locator("#spec-stats .stat-value").first.inner_text() == f"{tau:.2f}"
     hover = page.locator("#spec-tokens .spec-text .tok").first.get_attribute("title")
     assert hover.startswith("round 0")
+
+
+def test_a_run_in_progress_streams_its_tokens(page, client, tmp_path):
+    """The page mid-run, paced at 500 ms a round: coloured tokens are on screen while more are still arriving."""
+    sample = scenes.sample("heldout", 0)  # a caption: rounds enough to catch one mid-run
+    path, prompt = tmp_path / "caption.png", sample.prompt
+    sample.image.save(path)
+    total = len(_kinds(_events(client, path, prompt)))
+    page.locator("#spec-pace").get_by_text("500 ms").click()
+    page.locator("#spec-image input[type=file]").set_input_files(str(path))
+    page.locator("#spec-prompt textarea").fill(prompt)
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function(f"() => ({TOKENS})() >= 10", timeout=120_000)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(ARTIFACTS / "app-mid-run.png"))
+    shown = page.evaluate(TOKENS)
+    if os.environ.get("SPECULUM_DOCS_IMG") == "1":
+        shutil.copyfile(ARTIFACTS / "app-mid-run.png", DOCS_IMG)
+    assert shown < total  # the shot was taken mid-run
+    page.wait_for_function(f"() => ({TOKENS})() === {total}", timeout=120_000)
+    page.locator("#spec-pace").get_by_text("no pause").click()
 
 
 DRAFT = "() => [...document.querySelectorAll('#spec-replay-view .draft-tok')].map(e => [e.classList[1], e.querySelector('.draft-text').textContent])"
