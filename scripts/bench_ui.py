@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gradio_client import Client, handle_file  # noqa: E402
 
+from core.models.loading import recorded  # noqa: E402
 from core.reap.lab import lab_for  # noqa: E402
 from core.reap.results import model_info  # noqa: E402
 from core.world import scenes  # noqa: E402
@@ -344,7 +345,7 @@ def main() -> None:
     finally:
         with contextlib.redirect_stdout(sys.stderr):  # Gradio announces the close on stdout; stdout is the JSON
             demo.close()
-    print(json.dumps(result, indent=1))
+    print(json.dumps(recorded(result), indent=1))
 
 
 if __name__ == "__main__":

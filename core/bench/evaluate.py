@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 
+from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training.training_data import TrainingData, from_folder
 from core.training.training_data import describe as describe_source
@@ -125,7 +126,7 @@ def run(args) -> None:
     else:
         result = exact_match(vlm, scenes.samples("heldout", args.n)) | {"n": args.n}
     result |= {"model": str(args.model)}
-    text = json.dumps(result, indent=1)
+    text = json.dumps(recorded(result), indent=1)
     print(text)
     if args.json:
         Path(args.json).write_text(text)

@@ -29,6 +29,7 @@ from core.decoding.engine import SpeculativeEngine
 from core.decoding.metrics import RunStats
 from core.decoding.rounds import Generation
 from core.decoding.sampling import SamplingConfig
+from core.models.loading import recorded
 from core.models.registry import load_drafter, load_target, split_drafters
 from core.training.training_data import from_folder
 from core.world import scenes
@@ -156,7 +157,7 @@ def run(args) -> None:
         prompt=args.prompt or "",
     )
     report["wall_seconds"] = round(time.time() - t0, 1)
-    text = json.dumps(report, indent=1)
+    text = json.dumps(recorded(report), indent=1)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(text)

@@ -9,17 +9,26 @@ security switches, read from the environment at load time.
 - weights are read from safetensors only (never pickle).
 
 `save_bf16` writes a model in the shipped format (bfloat16 safetensors) without changing its dtype in memory.
+`recorded` is how every training log, shipped config and result JSON names a path: relative to the repository, so
+a committed file names no machine; `repo_relative` is how a file that must find a path again names it (a
+distillation set's images, an EAGLE-3 config's verifier), and `in_repo` reads either back from any directory.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUANTIZATIONS = ("4bit", "8bit")
+REPO = Path(__file__).resolve().parents[2]
+# An absolute path inside a string: at its start or after a space, '=', ':' or a quote ("data-dir:/x", "weights=/x",
+# "--out /x"); a URL's "//" is not one.
+_EMBEDDED_ABSOLUTE = re.compile(r"(?:^|(?<=[\s=:(\"']))(?:~/|/(?!/))[^\s,;'\"()]+")
 
 
 def env_flag(name: str) -> bool:
@@ -74,6 +83,39 @@ class LoadOptions:
 def is_repo_id(name: str) -> bool:
     """Whether a model name is a hub repo id (owner/name) rather than a local directory."""
     return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not os.path.exists(name)
+
+
+def repo_relative(path: str | Path) -> str:
+    """A path a file must find again: relative to the repository when inside it, else absolute."""
+    real = Path(path).expanduser().resolve()
+    return real.relative_to(REPO).as_posix() if real.is_relative_to(REPO) else str(real)
+
+
+def in_repo(path: str | Path) -> Path:
+    """A path as `repo_relative` or `recorded` wrote it, wherever the reader runs: a relative one is the repository's."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO / path
+
+
+def recorded_path(path: str | Path) -> str:
+    """How a log or a shipped config names a path: relative to the repository inside it; a relative path or a hub id
+    as given; anywhere else, its name only (a temporary directory of one machine means nothing on another)."""
+    text = str(path)
+    if not text.startswith(("/", "~")):
+        return text
+    relative = repo_relative(text)
+    return Path(relative).name if Path(relative).is_absolute() else relative
+
+
+def recorded(value):
+    """`value` (JSON: dicts, lists, strings) with every absolute path in its keys and strings as `recorded_path`."""
+    if isinstance(value, dict):
+        return {recorded(k): recorded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [recorded(v) for v in value]
+    if isinstance(value, str):
+        return _EMBEDDED_ABSOLUTE.sub(lambda m: recorded_path(m.group()), value)
+    return value
 
 
 def save_bf16(model, path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from core.models.loading import recorded
 from core.reap import data
 from core.reap.adapters import num_groups
 from core.reap.checkpoint import load_model
@@ -135,7 +136,7 @@ def bench(cfg: BenchConfig) -> dict:
            "super_experts": supers, "subspace": {"ratio": ratios[-1], **view}}
     if cfg.json:
         Path(cfg.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.json).write_text(json.dumps(out, indent=1))
+        Path(cfg.json).write_text(json.dumps(recorded(out), indent=1))
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
-from core.models.loading import save_bf16
+from core.models.loading import recorded, save_bf16
 from core.reap import data
 from core.reap.embedded_moe import MOE_PATH, MoeSize, new_moe, train_tokenizer
 from core.reap.quality import evaluate, perplexity
@@ -83,9 +83,9 @@ def train(cfg: MoeTrainConfig, size: MoeSize = MoeSize()) -> None:
     final = evaluate(model, tokenizer)
     print("final", json.dumps(final), flush=True)
     (out_dir / "training_log.json").write_text(
-        json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log, "final": final,
-                    "params": sum(p.numel() for p in model.parameters()),
-                    "chance_ppl": len(tokenizer)},  # perplexity of a uniform guess over the vocabulary
+        json.dumps(recorded({"config": asdict(cfg), "size": asdict(size), "log": log, "final": final,
+                             "params": sum(p.numel() for p in model.parameters()),
+                             "chance_ppl": len(tokenizer)}),  # perplexity of a uniform guess over the vocabulary
                    indent=1)
     )
 

@@ -36,6 +36,7 @@ from transformers import get_cosine_schedule_with_warmup
 
 from core.drafters.dream import AdapterCache, DreamAdapter, DreamConfig, DreamDrafter, keep_visual, visual_scores
 from core.models.embedded import shipped_output
+from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training import training_data
 from core.training.batches import answer_batch
@@ -270,13 +271,13 @@ def train(cfg: DreamTrainConfig) -> DreamDrafter:
             print(log[-1], flush=True)
     drafter = DreamDrafter(adapter.eval(), target)
     total = sum(chosen.values())
-    drafter.save_pretrained(out, {"target": cfg.target, "distillation": dataset["metadata"]})
-    (out / "training_log.json").write_text(json.dumps({
+    drafter.save_pretrained(out, recorded({"target": cfg.target, "distillation": dataset["metadata"]}))
+    (out / "training_log.json").write_text(json.dumps(recorded({
         "config": asdict(cfg), "data": training_data.source_name(examples, cfg.mix),
         "extraction_seconds": round(extraction_seconds),
         "intermediate_layer_share": {int(k): round(v / total, 4) for k, v in sorted(chosen.items())} if total else {},
         "log": log,
-    }, indent=1))
+    }), indent=1))
     return drafter
 
 

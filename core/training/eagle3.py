@@ -32,6 +32,7 @@ from core.drafters.eagle3.drafter import Eagle3Drafter
 from core.drafters.eagle3.formats import save_speculators
 from core.drafters.eagle3.model import Eagle3Config, Eagle3Model
 from core.models.embedded import shipped_output
+from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training import training_data
 from core.training.batches import answer_batch
@@ -171,10 +172,10 @@ def train(cfg: Eagle3TrainConfig) -> Eagle3Drafter:
     model.eval()
     out = Path(cfg.out)
     save_speculators(model, out, verifier=cfg.target, architectures=target.model.config.architectures,
-                     dtype=torch.bfloat16, metadata={"distillation": dataset["metadata"]})
-    (out / "training_log.json").write_text(json.dumps({
+                     dtype=torch.bfloat16, metadata=recorded({"distillation": dataset["metadata"]}))
+    (out / "training_log.json").write_text(json.dumps(recorded({
         "config": asdict(cfg), "data": training_data.source_name(examples, cfg.mix),
-        "extraction_seconds": round(extraction_seconds), "log": log}, indent=1))
+        "extraction_seconds": round(extraction_seconds), "log": log}), indent=1))
     return Eagle3Drafter(model, target)
 
 

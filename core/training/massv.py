@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
 from core.drafters.massv import MassvDrafter, multimodal_embeds
 from core.models.embedded import EMBEDDED_PATHS, shipped_output
+from core.models.loading import recorded
 from core.models.registry import load_target
 from core.models.vlm import VisionLanguageModel, visual_features
 from core.training import training_data
@@ -34,7 +35,7 @@ from core.training.self_distill import MAX_NEW_TOKENS, MIX, PROMPTS, DistillConf
 from core.world import mix, scenes
 
 # Phase 2 on twice the other drafters' answers (their set is its first half): 6144 -> 12288 answers, 2400 -> 3600
-# steps raised τ on 32 held-out photograph views from 6.07 to 6.41 (one bench run, README "The shipped models").
+# steps raised τ on 32 held-out photograph views from 6.07 to 6.41 (one bench run; docs/experiments.md).
 PHASE2_PROMPTS = 2 * PROMPTS
 
 
@@ -126,9 +127,9 @@ def train(cfg: MassvTrainConfig) -> MassvDrafter:
     drafter.model.eval()
     drafter.projector.eval()
     source = training_data.source_name(examples, cfg.mix)
-    drafter.save_pretrained(out, {"phase": cfg.phase, "target": cfg.target, "data": source})
+    drafter.save_pretrained(out, recorded({"phase": cfg.phase, "target": cfg.target, "data": source}))
     target.tokenizer.save_pretrained(out)
-    (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "data": source, "log": log, **extra},
+    (out / "training_log.json").write_text(json.dumps(recorded({"config": asdict(cfg), "data": source, "log": log, **extra}),
                                                       indent=1))
     return drafter
 

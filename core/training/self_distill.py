@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from core.models.embedded import EMBEDDED_PATHS
+from core.models.loading import recorded_path
 from core.models.registry import load_target
 from core.models.vlm import VisionLanguageModel
 from core.training import training_data
@@ -100,7 +101,7 @@ def distillation_set(target: VisionLanguageModel, cfg: DistillConfig, examples: 
                 response = tok.decode(out[i, enc["input_ids"].shape[1]:], skip_special_tokens=True).strip()
                 rows.append({**where[i], "task": s.task, "prompt": s.prompt, "response": response,
                              "ground_truth": s.answer, "draw": k})
-    metadata = {**asdict(cfg), "target_fingerprint": fingerprint(target),
+    metadata = {**asdict(cfg), "target": recorded_path(cfg.target), "target_fingerprint": fingerprint(target),
                 "agreement_with_ground_truth": _agreement(rows),
                 **source_metadata(examples, cfg.prompts)}
     return {"metadata": metadata, "rows": rows}

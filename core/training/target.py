@@ -20,7 +20,7 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
 - `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
-- `--init` continues a checkpoint (the shipped target is several such runs: README, "The embedded models"), and its
+- `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
   probe heads when they were saved beside it (`probes.safetensors`, not part of the model): fresh heads cost a
   continued run ~100 steps of large vision losses that disturb what the tower had learned.
 """
@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file
 from transformers import get_cosine_schedule_with_warmup
 
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
+from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
 from core.world import describe, mix, photos, scenes
@@ -248,7 +249,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     out = Path(cfg.out)
     save_checkpoint(vlm, probes, out)
     (out / "training_log.json").write_text(
-        json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log}, indent=1)
+        json.dumps(recorded({"config": asdict(cfg), "size": asdict(size), "log": log}), indent=1)
     )
     return vlm
 

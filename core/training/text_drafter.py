@@ -17,7 +17,7 @@ import torch
 from transformers import AutoTokenizer, get_cosine_schedule_with_warmup
 
 from core.models.embedded import EMBEDDED_PATHS, DrafterSize, new_text_drafter
-from core.models.loading import save_bf16
+from core.models.loading import recorded, save_bf16
 from core.training.batches import answer_batch, per_sample_loss
 from core.world import mix
 
@@ -56,7 +56,7 @@ def train(cfg: DrafterTrainConfig, size: DrafterSize = DrafterSize()):
     out = Path(cfg.out)
     save_bf16(model.eval(), out)
     tokenizer.save_pretrained(out)
-    (out / "training_log.json").write_text(json.dumps({"config": asdict(cfg), "size": asdict(size), "log": log}, indent=1))
+    (out / "training_log.json").write_text(json.dumps(recorded({"config": asdict(cfg), "size": asdict(size), "log": log}), indent=1))
     return model
 
 

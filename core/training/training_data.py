@@ -27,6 +27,7 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from core.models.loading import in_repo, repo_relative
 from core.world import scenes
 
 METADATA_FILE = "metadata.jsonl"
@@ -38,7 +39,8 @@ DEFAULT_TASK = "custom"
 @dataclass(frozen=True)
 class Example:
     """One example before its image is read. `image` says where the image is: {"data_dir", "file_name"} for a
-    folder's file, {"hf_dataset", "split", "index"} for a dataset's row."""
+    folder's file (data_dir relative to the repository inside it, so a set made on runs/X reads from any clone),
+    {"hf_dataset", "split", "index"} for a dataset's row."""
 
     image: dict
     task: str
@@ -50,7 +52,7 @@ class Example:
 class TrainingData(Sequence):
     """The examples of one source, as scenes.Samples; an image is read when its sample is taken."""
 
-    source: str  # "data-dir:/abs/DIR" or "hf-dataset:NAME:SPLIT", recorded with what is trained on it
+    source: str  # "data-dir:DIR" (repo_relative) or "hf-dataset:NAME:SPLIT", recorded with what is trained on it
     examples: list[Example]
 
     def __len__(self) -> int:
@@ -89,7 +91,7 @@ def source_name(examples: TrainingData | None, mix: str) -> str:
 
 def from_folder(data_dir: str | Path) -> TrainingData:
     """A folder of images, with a metadata.jsonl or without (then every image gets the default prompt)."""
-    folder = Path(data_dir).resolve()  # absolute: a distillation set must find the images from any directory
+    folder = Path(data_dir).resolve()
     if not folder.is_dir():
         raise ValueError(f"data dir {data_dir}: no such directory")
     metadata = folder / METADATA_FILE
@@ -105,9 +107,9 @@ def from_folder(data_dir: str | Path) -> TrainingData:
             raise ValueError(f"data dir {folder}: no {METADATA_FILE} and no images ({', '.join(IMAGE_SUFFIXES)})")
         for name in files:
             _check_image(folder / name, str(folder / name))
-        examples = [Example({"data_dir": str(folder), "file_name": name}, DEFAULT_TASK, DEFAULT_PROMPT)
+        examples = [Example({"data_dir": repo_relative(folder), "file_name": name}, DEFAULT_TASK, DEFAULT_PROMPT)
                     for name in files]
-    return TrainingData(f"data-dir:{folder}", examples)
+    return TrainingData(f"data-dir:{repo_relative(folder)}", examples)
 
 
 def _metadata_example(folder: Path, where: str, line: str) -> Example:
@@ -124,7 +126,7 @@ def _metadata_example(folder: Path, where: str, line: str) -> Example:
         if row.get(key) is not None and not isinstance(row[key], str):
             raise ValueError(f"{where}: '{key}' must be a string")
     _check_image(folder / row["file_name"], f"{where}: {row['file_name']}")
-    return Example({"data_dir": str(folder), "file_name": row["file_name"]}, row.get("task") or DEFAULT_TASK,
+    return Example({"data_dir": repo_relative(folder), "file_name": row["file_name"]}, row.get("task") or DEFAULT_TASK,
                    row["prompt"], row.get("answer"))
 
 
@@ -173,7 +175,7 @@ def _hf_split(name: str, split: str):
 def read_image(image: dict) -> Image.Image:
     """The RGB image an example's `image` reference points at."""
     if "file_name" in image:
-        with Image.open(Path(image["data_dir"]) / image["file_name"]) as opened:
+        with Image.open(in_repo(image["data_dir"]) / image["file_name"]) as opened:
             return opened.convert("RGB")
     return _hf_split(image["hf_dataset"], image["split"])[image["index"]]["image"].convert("RGB")
 
@@ -181,7 +183,7 @@ def read_image(image: dict) -> Image.Image:
 def describe(image: dict) -> str:
     """An image reference for a person: the file, or the dataset row."""
     if "file_name" in image:
-        return str(Path(image["data_dir"]) / image["file_name"])
+        return (Path(image["data_dir"]) / image["file_name"]).as_posix()
     return f"{image['hf_dataset']}:{image['split']} row {image['index']}"
 
 
