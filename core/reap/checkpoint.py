@@ -28,7 +28,8 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from core.models.loading import DTYPES, LoadOptions
+from core.models.cards import write_card
+from core.models.loading import DTYPES, LoadOptions, recorded_path
 from core.reap.adapters import adapter_for, moe_blocks, router_of
 
 LAYER_EXPERTS = "layer_experts"  # config field of a checkpoint whose sparse layers keep different expert counts
@@ -167,27 +168,6 @@ def atomic_save(out: str | Path, write) -> Path:
     return out
 
 
-def _card(name: str, recipe: dict) -> str:
-    after = recipe["experts_after"]
-    counts = f"{min(after)}-{max(after)} experts per layer (a global ranking)" if isinstance(after, list) else \
-        f"{after} experts per layer"
-    protected = f" {recipe['protected_super_experts']} super experts protected." if recipe.get("protected_super_experts") else ""
-    if isinstance(after, list):
-        load = ("Each layer keeps its own number of experts, which a stock transformers config cannot express, so it "
-                "loads with Speculum:\n\n```python\nfrom core.reap.checkpoint import load_model\n"
-                f"model, tokenizer = load_model(\"{name}\")\n```\n\n")
-    else:
-        load = ("Loads with plain transformers:\n\n```python\nfrom transformers import AutoModelForCausalLM\n"
-                f"model = AutoModelForCausalLM.from_pretrained(\"{name}\")\n```\n\n")
-    return (
-        f"# {name}\n\n"
-        f"`{recipe['source_model']}` with {recipe['ratio']:.0%} of its routed experts removed by "
-        f"**{recipe['method']}**, calibrated on `{recipe['calibration']}` ({recipe['calibration_tokens']} tokens). "
-        f"{recipe['experts_before']} -> {counts}, top-k {recipe['top_k']} unchanged.{protected}\n\n{load}"
-        "Kept experts per layer are listed in `recipe.yaml`. Made with Speculum (`python -m core reap ...`).\n"
-    )
-
-
 def save_reduced(model, tokenizer, out: str | Path, recipe: dict) -> Path:
     """The model (in its own dtype), tokenizer, recipe.yaml and a model card, written atomically."""
 
@@ -200,7 +180,7 @@ def save_reduced(model, tokenizer, out: str | Path, recipe: dict) -> Path:
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         (tmp / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-        (tmp / "README.md").write_text(_card(Path(out).name, recipe))
+        write_card(tmp, name=recorded_path(Path(out).resolve()))
 
     return atomic_save(out, write)
 
@@ -210,7 +190,7 @@ def recipe_for(scores: dict, method: str, ratio: float, kept: list[list[int]], *
     return {
         "method": method,
         "ratio": ratio,
-        "source_model": scores["model"],
+        "source_model": recorded_path(scores["model"]),
         "calibration": scores["calibration"],
         "calibration_tokens": scores["num_tokens"],
         "experts_before": scores["num_experts"],

@@ -19,19 +19,17 @@ biases, the norm_before_fc / fc_norm / norm_output variants) is refused on impor
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from core.drafters.eagle3.model import Eagle3Config, Eagle3Model, default_layer_ids
-from core.models.loading import is_repo_id
+from core.models.loading import in_repo, is_repo_id, repo_relative
 from core.models.vlm import VisionLanguageModel
 
 FORMATS = ("speculators", "specforge")
 LAYER = {"speculators": "layers.0.", "specforge": "midlayer."}
-REPO = Path(__file__).resolve().parents[3]
 
 
 def peer_state(model: Eagle3Model, layout: str, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
@@ -66,9 +64,9 @@ def _layer_config(cfg: Eagle3Config, max_positions: int) -> dict:
 
 
 def _verifier_name(verifier: str) -> str:
-    """A verifier inside this repository is named relative to it (a committed config names no machine's path)."""
-    path = Path(verifier).resolve()
-    return os.path.relpath(path, REPO) if path.is_dir() and path.is_relative_to(REPO) else verifier
+    """The verifier as engines load it (speculators reads its weights from here): a local directory relative to the
+    repository when inside it, so a committed config names no machine's path; a hub id as given."""
+    return repo_relative(verifier) if Path(verifier).is_dir() else verifier
 
 
 def save_speculators(model: Eagle3Model, out: str | Path, verifier: str, architectures: list[str] | None = None,
@@ -240,7 +238,7 @@ def check_fits(cfg: Eagle3Config, target: VisionLanguageModel) -> None:
 def _verifier_layers(conf: dict) -> int:
     """The decoder layers of the target a speculators config names, when it is a local model directory."""
     name = ((conf.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path") or ""
-    for folder in (Path(name), REPO / name):
+    for folder in (Path(name), in_repo(name)):
         if (folder / "config.json").is_file():
             verifier = json.loads((folder / "config.json").read_text())
             return (verifier.get("text_config") or verifier)["num_hidden_layers"]
@@ -248,6 +246,8 @@ def _verifier_layers(conf: dict) -> int:
 
 
 def run(args) -> None:
+    from core.models.cards import write_card
+
     target, verifier_name = None, None
     if args.target:
         from core.models.presets import vlm_preset
@@ -265,4 +265,5 @@ def run(args) -> None:
                          target.model.config.architectures if target else verifier.get("architectures"))
     else:
         save_specforge(model, args.out, target.text_config.num_hidden_layers if target else _verifier_layers(conf))
-    print(f"wrote a {args.format} EAGLE-3 checkpoint to {args.out}")
+    write_card(args.out, source=args.weights)
+    print(f"wrote a {args.format} EAGLE-3 checkpoint and its model card to {args.out}")
