@@ -81,19 +81,6 @@ def _generated(page, path, prompt):
     page.locator("#spec-replay-view .replay-head").wait_for(timeout=120_000)  # the run's last output: the replay
 
 
-def test_generate_shows_the_engines_tokens_and_tau(page, client, world_png):
-    path, prompt = world_png
-    events = _events(client, path, prompt)
-    _generated(page, path, prompt)
-    page.screenshot(path=str(ARTIFACTS / "generate.png"), full_page=True)
-    kinds = page.locator("#spec-tokens .spec-text .tok").evaluate_all("els => els.map(e => e.classList[1])")
-    assert kinds == _kinds(events)
-    tau = sum(len(e["emitted"]) for e in events) / len(events)
-    assert page.locator("#spec-stats .stat-value").first.inner_text() == f"{tau:.2f}"
-    hover = page.locator("#spec-tokens .spec-text .tok").first.get_attribute("title")
-    assert hover.startswith("round 0")
-
-
 def test_a_run_in_progress_streams_its_tokens(page, client, tmp_path):
     """The page mid-run, paced at 500 ms a round: coloured tokens are on screen while more are still arriving."""
     sample = scenes.sample("heldout", 0)  # a caption: rounds enough to catch one mid-run
@@ -112,7 +99,22 @@ def test_a_run_in_progress_streams_its_tokens(page, client, tmp_path):
         shutil.copyfile(ARTIFACTS / "app-mid-run.png", DOCS_IMG)
     assert shown < total  # the shot was taken mid-run
     page.wait_for_function(f"() => ({TOKENS})() === {total}", timeout=120_000)
-    page.locator("#spec-pace").get_by_text("no pause").click()
+    page.locator("#spec-replay-view .replay-head").wait_for(timeout=120_000)
+    page.reload()  # the next tests wait for a run's replay: none may be on the page before theirs
+    page.get_by_role("button", name="Generate").wait_for(timeout=30_000)
+
+
+def test_generate_shows_the_engines_tokens_and_tau(page, client, world_png):
+    path, prompt = world_png
+    events = _events(client, path, prompt)
+    _generated(page, path, prompt)
+    page.screenshot(path=str(ARTIFACTS / "generate.png"), full_page=True)
+    kinds = page.locator("#spec-tokens .spec-text .tok").evaluate_all("els => els.map(e => e.classList[1])")
+    assert kinds == _kinds(events)
+    tau = sum(len(e["emitted"]) for e in events) / len(events)
+    assert page.locator("#spec-stats .stat-value").first.inner_text() == f"{tau:.2f}"
+    hover = page.locator("#spec-tokens .spec-text .tok").first.get_attribute("title")
+    assert hover.startswith("round 0")
 
 
 DRAFT = "() => [...document.querySelectorAll('#spec-replay-view .draft-tok')].map(e => [e.classList[1], e.querySelector('.draft-text').textContent])"
