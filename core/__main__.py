@@ -27,7 +27,7 @@ def _train(args) -> None:
 
 
 def _export(args) -> None:
-    from core.drafters.eagle3.formats import run
+    from core.drafters.eagle3.export import run
 
     run(args)
 
