@@ -128,7 +128,7 @@ class Eagle3Drafter:
         """A checkpoint in the speculators or the SpecForge format (core/drafters/eagle3/formats.py): a directory, or
         a hub repo id (read from `cache_dir`, the Hugging Face cache, when given)."""
         model = load_model(path, target, cache_dir)
-        check_fits(model.cfg, target)
+        check_fits(model.cfg, target.text_config)
         return cls(model.to(target.device, target.model.dtype), target, name)
 
     def start(self, context: DraftContext, prefill: PrefillRecord) -> Eagle3DraftRun:

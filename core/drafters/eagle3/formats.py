@@ -223,9 +223,9 @@ def load_model(path: str | Path, target: VisionLanguageModel | None = None, cach
     return model.to(dtype)
 
 
-def check_fits(cfg: Eagle3Config, target: VisionLanguageModel) -> None:
-    """A clear error when a drafter was made for another target."""
-    text = target.text_config
+def check_fits(cfg: Eagle3Config, text) -> None:
+    """A clear error when a drafter was made for another target (`text`: the target's text config, so a server can
+    check a drafter before any model loads)."""
     problems = []
     if cfg.target_hidden_size != text.hidden_size:
         problems.append(f"it reads {cfg.target_hidden_size}-wide states, the target's are {text.hidden_size}")
