@@ -52,7 +52,8 @@ class SpecMetrics:
 
     def __sub__(self, other: SpecMetrics) -> SpecMetrics:
         return SpecMetrics(self.drafts - other.drafts, self.draft_tokens - other.draft_tokens,
-                           self.accepted - other.accepted, [a - b for a, b in zip(self.per_position, other.per_position)])
+                           self.accepted - other.accepted,
+                           [a - b for a, b in zip(self.per_position, other.per_position)])
 
     @property
     def position_acceptance(self) -> list[float]:

