@@ -9,7 +9,11 @@ is not installed (`pip install -e ".[serve]"`, docs/serving-vllm.md).
 from __future__ import annotations
 
 import importlib.util
+import json
+import shlex
 import socket
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -153,3 +157,19 @@ def test_tensor_parallel_2_gives_the_same_tokens(engine_ar):
     for server, client in _serve(cfg):
         served = [client.complete(r.image, r.prompt, NEW).token_ids for r in REQUESTS[:6]]
         assert served == [g.token_ids for g in engine_ar[:6]]
+
+
+def test_the_serve_command_prints_a_curl_that_works_and_kill_stops_vllm():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "core", "serve", "--drafter", "none", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url_line, curl = proc.stdout.readline(), proc.stdout.readline().strip()
+        assert f"http://127.0.0.1:{port}/v1" in url_line
+        answer = json.loads(subprocess.run(shlex.split(curl), capture_output=True, text=True, timeout=60).stdout)
+        assert answer["choices"][0]["message"]["content"]
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    with socket.socket() as s:  # vLLM, in a session of its own, was stopped with it: the port is free again
+        s.bind(("127.0.0.1", port))

@@ -270,9 +270,13 @@ def run(args) -> None:
         raise ValueError(str(exc)) from None
     print(f"vLLM serves {cfg.name} at {server.url}/v1 (started in {server.start_seconds:.0f}s; log {server.log})")
     print(server.curl())
+
+    def end(*_):  # Ctrl-C or `kill`: vLLM runs in a session of its own, so stop it here
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, end)
+    signal.signal(signal.SIGTERM, end)
     try:
         server.process.wait()
-    except KeyboardInterrupt:
-        pass
     finally:
         server.stop()
