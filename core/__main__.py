@@ -27,7 +27,7 @@ def _train(args) -> None:
 
 
 def _export(args) -> None:
-    from core.drafters.eagle3.formats import run
+    from core.drafters.eagle3.export import run
 
     run(args)
 
@@ -52,6 +52,18 @@ def _bench_spec(args) -> None:
 
 def _describe(args) -> None:
     from core.world.describe import run
+
+    run(args)
+
+
+def _serve(args) -> None:
+    from core.serve.server import run
+
+    run(args)
+
+
+def _bench_serve(args) -> None:
+    from core.serve.bench import run
 
     run(args)
 
@@ -187,6 +199,28 @@ def build_parser() -> argparse.ArgumentParser:
                      help="held-out samples for the embedded models' tau and speedup (0 skips them)")
     gpu.add_argument("--json", help="write the report here too")
     gpu.set_defaults(func=_bench_gpu)
+
+    serve = sub.add_parser("serve", help="vLLM's OpenAI-compatible server for the target (with its EAGLE-3 drafter) or a "
+                                         "REAP-pruned MoE (install: docs/serving-vllm.md)")
+    serve.add_argument("--target", default="embedded", help="'embedded' or a model directory")
+    serve.add_argument("--drafter", default="eagle3", help="eagle3 or none (vLLM serves EAGLE-3 drafters only)")
+    serve.add_argument("--weights", help="an EAGLE-3 checkpoint, speculators or SpecForge (default: the target's eagle3)")
+    serve.add_argument("--model", help="serve this MoE causal LM directory instead (`reap prune --out DIR`)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--tensor-parallel-size", dest="tensor_parallel_size", type=int, default=1)
+    serve.add_argument("--gamma", type=int, default=4, help="speculative tokens per step")
+    serve.add_argument("--compile", action="store_true", help="vLLM's torch.compile (slower start)")
+    serve.set_defaults(func=_serve)
+
+    bs = sub.add_parser("bench-serve", help="vLLM plain and EAGLE-3 at several concurrencies, and the engine, on the "
+                                            "same requests")
+    bs.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrent requests")
+    bs.add_argument("--n", type=int, default=16, help="requests: world samples and photographs, half each")
+    bs.add_argument("--max-new-tokens", dest="max_new_tokens", type=int, default=64)
+    bs.add_argument("--gamma", type=int, default=4)
+    bs.add_argument("--port", type=int, default=8400)
+    bs.add_argument("--json", help="write the report here too")
+    bs.set_defaults(func=_bench_serve)
 
     register_reap(sub)
     return parser

@@ -132,10 +132,7 @@ class VisionLanguageModel:
         its 3x3 visual tokens are the 3x3 regions a colour layout names, whatever the image's aspect ratio
         (core/world/describe.py resamples the same way); hub models keep the processor's aspect-preserving resize."""
         side = getattr(self.model.config, "image_side", None)
-        images = [image.convert("RGB") for image in images]
-        if side:
-            images = [image.resize((side, side), Image.Resampling.BOX) for image in images]
-        return self.image_processor(images=images, return_tensors="pt")
+        return self.image_processor(images=[model_input(image, side) for image in images], return_tensors="pt")
 
     @torch.no_grad()
     def encode_image(self, request: Request):
@@ -156,6 +153,14 @@ class VisionLanguageModel:
             ids, mm_token_type_ids=request.mm_token_type_ids, image_grid_thw=request.image_grid_thw
         )
         return torch.cat([text, mrope]), int(delta.view(-1)[0])
+
+
+def model_input(image: Image.Image, side: int | None) -> Image.Image:
+    """The image a target with `image_side` sees: RGB, resized to that square (BOX resampling). Every client that
+    sends an image to a server of such a target sends this (core/serve/client.py), since a server's own processor
+    keeps the aspect ratio and would see other pixels."""
+    image = image.convert("RGB")
+    return image.resize((side, side), Image.Resampling.BOX) if side else image
 
 
 def last_layer_attention(vlm: VisionLanguageModel, hidden_states: tuple[torch.Tensor, ...], positions: torch.Tensor,

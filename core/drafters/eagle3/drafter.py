@@ -22,6 +22,7 @@ from core.decoding.session import DraftContext, PrefillRecord
 from core.decoding.tree import TreeShape
 from core.drafters.base import DraftProposal
 from core.drafters.dream.adapter import KVCache
+from core.drafters.eagle3.formats import check_fits, load_model
 from core.drafters.eagle3.model import Eagle3Model
 from core.drafters.state_drafting import draft_chain, grow_tree
 from core.models.vlm import VisionLanguageModel
@@ -126,10 +127,8 @@ class Eagle3Drafter:
                         cache_dir: str | None = None) -> Eagle3Drafter:
         """A checkpoint in the speculators or the SpecForge format (core/drafters/eagle3/formats.py): a directory, or
         a hub repo id (read from `cache_dir`, the Hugging Face cache, when given)."""
-        from core.drafters.eagle3.formats import check_fits, load_model
-
         model = load_model(path, target, cache_dir)
-        check_fits(model.cfg, target)
+        check_fits(model.cfg, target.text_config)
         return cls(model.to(target.device, target.model.dtype), target, name)
 
     def start(self, context: DraftContext, prefill: PrefillRecord) -> Eagle3DraftRun:

@@ -13,7 +13,9 @@ so a SpecForge export names its layers only when they are not the default. Multi
 (`mrope_section`) are written where each engine reads them. What this drafter cannot run (more than one layer,
 biases, the norm_before_fc / fc_norm / norm_output variants) is refused on import with the reason.
 
-    python -m core export eagle3 --weights assets/models/eagle3 --format specforge --out runs/eagle3-sglang
+    model = load_model("assets/models/eagle3", target); save_specforge(model, "runs/eagle3-sglang", 12)
+
+The command that converts a checkpoint (`python -m core export eagle3`) is core/drafters/eagle3/export.py.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from core.drafters.eagle3.model import Eagle3Config, Eagle3Model, default_layer_ids
-from core.models.loading import in_repo, is_repo_id, repo_relative
+from core.models.loading import is_repo_id, repo_relative
 from core.models.vlm import VisionLanguageModel
 
 FORMATS = ("speculators", "specforge")
@@ -219,9 +221,9 @@ def load_model(path: str | Path, target: VisionLanguageModel | None = None, cach
     return model.to(dtype)
 
 
-def check_fits(cfg: Eagle3Config, target: VisionLanguageModel) -> None:
-    """A clear error when a drafter was made for another target."""
-    text = target.text_config
+def check_fits(cfg: Eagle3Config, text) -> None:
+    """A clear error when a drafter was made for another target (`text`: the target's text config, so a server can
+    check a drafter before any model loads)."""
     problems = []
     if cfg.target_hidden_size != text.hidden_size:
         problems.append(f"it reads {cfg.target_hidden_size}-wide states, the target's are {text.hidden_size}")
@@ -233,37 +235,3 @@ def check_fits(cfg: Eagle3Config, target: VisionLanguageModel) -> None:
         problems.append(f"it reads layers {list(cfg.layer_ids)}, the target has {text.num_hidden_layers}")
     if problems:
         raise ValueError("this EAGLE-3 drafter does not fit the target: " + "; ".join(problems))
-
-
-def _verifier_layers(conf: dict) -> int:
-    """The decoder layers of the target a speculators config names, when it is a local model directory."""
-    name = ((conf.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path") or ""
-    for folder in (Path(name), in_repo(name)):
-        if (folder / "config.json").is_file():
-            verifier = json.loads((folder / "config.json").read_text())
-            return (verifier.get("text_config") or verifier)["num_hidden_layers"]
-    raise ValueError("give the target (--target): the checkpoint's verifier is not a local model directory")
-
-
-def run(args) -> None:
-    from core.models.cards import write_card
-
-    target, verifier_name = None, None
-    if args.target:
-        from core.models.presets import vlm_preset
-        from core.models.registry import load_target
-
-        target, verifier_name = load_target(args.target), vlm_preset(args.target).target
-    model = load_model(args.weights, target)
-    conf = json.loads((Path(args.weights) / "config.json").read_text())
-    if args.format == "speculators":
-        verifier = (conf.get("speculators_config") or {}).get("verifier") or {}
-        name = verifier_name or verifier.get("name_or_path")
-        if not name:
-            raise ValueError("give the target (--target): a speculators checkpoint names its verifier")
-        save_speculators(model, args.out, name,
-                         target.model.config.architectures if target else verifier.get("architectures"))
-    else:
-        save_specforge(model, args.out, target.text_config.num_hidden_layers if target else _verifier_layers(conf))
-    write_card(args.out, source=args.weights)
-    print(f"wrote a {args.format} EAGLE-3 checkpoint and its model card to {args.out}")
