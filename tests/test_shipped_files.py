@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from core.drafters.eagle3 import formats
+from core.drafters.eagle3 import export
 from core.models.embedded import EMBEDDED_PATHS
 from core.models.loading import recorded
 from core.training.training_data import from_folder
@@ -121,5 +121,5 @@ def test_paths_recorded_relative_load_from_any_directory(tmp_path, monkeypatch):
         assert examples[0].image.getpixel((0, 0)) == (255, 0, 0)
     config = json.loads((EMBEDDED_PATHS["eagle3"] / "config.json").read_text())
     assert config["speculators_config"]["verifier"]["name_or_path"] == "assets/models/target"
-    assert formats._verifier_layers(config) == \
+    assert export._verifier_layers(config) == \
         json.loads((EMBEDDED_PATHS["target"] / "config.json").read_text())["text_config"]["num_hidden_layers"]

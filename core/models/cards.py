@@ -284,9 +284,10 @@ def _shipped_target_fingerprint() -> str:
 def train_command(what: str, config: dict) -> str:
     """`python -m core train WHAT` with every option whose recorded value differs from its default now, so the
     command reproduces the run (options the command line has no flag for stay in training_log.json)."""
-    from core.__main__ import build_parser
+    from core.training.cli import register
 
-    parser, defaults = build_parser(), _train_defaults(what)
+    parser, defaults = argparse.ArgumentParser(), _train_defaults(what)
+    register(parser.add_subparsers())
     words = ["python", "-m", "core", "train", what]
     for key, value in config.items():
         if key not in defaults or recorded(defaults[key]) == value or value in (None, "", False):
