@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.set_defaults(func=_bench_gpu)
 
     serve = sub.add_parser("serve", help="vLLM's OpenAI-compatible server for the target (with its EAGLE-3 drafter) or a "
-                                         "REAP-pruned MoE (install: docs/serving-vllm.md)")
+                                         "REAP-pruned MoE (install: docs/serving.md)")
     serve.add_argument("--target", default="embedded", help="'embedded' or a model directory")
     serve.add_argument("--drafter", default="eagle3", help="eagle3 or none (vLLM serves EAGLE-3 drafters only)")
     serve.add_argument("--weights", help="an EAGLE-3 checkpoint, speculators or SpecForge (default: the target's eagle3)")

@@ -3,7 +3,7 @@ samples of the four families, whole photographs, crops, 4:3 and 1:3), EAGLE-3's 
 0.05 of the engine's at the same γ, the embedded MoE pruned 50 % by REAP, tensor parallelism 2.
 
 Each configuration starts one real vLLM server (core/serve/server.py) for the module and stops it. Skipped where vLLM
-is not installed (`pip install -e ".[serve]"`, docs/serving-vllm.md).
+is not installed (`pip install -e ".[serve]"`, docs/serving.md).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from core.serve.requests import serve_requests
 from core.serve.server import ServeConfig, VllmServer
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason='vLLM is not installed (pip install -e ".[serve]", docs/serving-vllm.md)')
+                                reason='vLLM is not installed (pip install -e ".[serve]", docs/serving.md)')
 
 GAMMA, NEW = 4, 64
 REQUESTS = serve_requests(12)
@@ -113,7 +113,7 @@ def test_eagle3_in_vllm_gives_the_engines_greedy_tokens(eagle3_runs, engine_ar):
 
 @pytest.mark.xfail(strict=True, reason="measured: vLLM 0.32 (CPU) accepts less than the engine after a rejected "
                    "draft, [0.87, 0.76, 0.65, 0.50] against [0.94, 0.85, 0.81, 0.75] per position; equal on world "
-                   "captions, where no draft is rejected (docs/serving-vllm.md)")
+                   "captions, where no draft is rejected (docs/serving.md)")
 def test_eagle3_acceptance_per_position_in_vllm_is_the_engines(eagle3_runs):
     _, vllm, ours = eagle3_runs
     # vLLM's definition on both sides: drafting steps whose first i+1 drafts were accepted, over all drafting steps

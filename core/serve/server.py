@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 BOOT = Path(__file__).resolve().parent / "boot"  # its sitecustomize lets torchvision import (cpu_wheels.py)
 CACHE = REPO / "runs" / "serve-cache"
 INSTALL = (f'pip install -e ".[serve]" && {UNINSTALL} && pip install --no-deps -r requirements-serve.txt'
-           "  (docs/serving-vllm.md)")
+           "  (docs/serving.md)")
 SERVABLE = ("eagle3", "none")
 NOT_SERVABLE = {
     "massv": "MASSV drafts with a small vision-language model of its own, and vLLM's draft-model mode refuses "
