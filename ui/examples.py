@@ -6,13 +6,12 @@ the embedded target never trained on (core/world/photos.py holds them out; it tr
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from PIL import Image
-
-from core.world import scenes
+from core.world import photos, scenes
 from core.world.photos import HELDOUT_PHOTOS
 
 TASK_PROMPTS = {
@@ -51,15 +50,13 @@ def world_examples() -> list[list[str]]:
 @lru_cache(maxsize=1)
 def photo_examples() -> list[list[str]]:
     """Empty when scikit-image is not installed (it is an optional extra: `pip install .[photos]`)."""
-    try:
-        from skimage import data
-    except ImportError:
+    if importlib.util.find_spec("skimage") is None:
         return []
     rows = []
     for name in PHOTOS:
         path = _folder() / f"photo-{name}.jpg"
         if not path.exists():
-            image = Image.fromarray(getattr(data, name)()).convert("RGB")
+            image = photos.scikit_photo(name)
             image.thumbnail((PHOTO_SIDE, PHOTO_SIDE))
             image.save(path, quality=90)
         rows.append([str(path), TASK_PROMPTS["caption"]])

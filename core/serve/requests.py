@@ -22,19 +22,13 @@ class ServeRequest:
     prompt: str
 
 
-def _photograph(name: str) -> Image.Image:
-    from skimage import data
-
-    return Image.fromarray(getattr(data, name)()).convert("RGB")
-
-
 def _fixed() -> list[ServeRequest]:
     out = [ServeRequest(f"world {s.task}", s.image, s.prompt)
            for s in (scenes.sample("heldout", i, task) for i, task in enumerate(scenes.TASKS))]
-    out += [ServeRequest(f"photograph {name}", _photograph(name), DESCRIBE) for name in photos.HELDOUT_PHOTOS]
+    out += [ServeRequest(f"photograph {name}", photos.scikit_photo(name), DESCRIBE) for name in photos.HELDOUT_PHOTOS]
     out += [ServeRequest(f"crop {i}", s.image, s.prompt)
             for i, s in enumerate(photos.sample("heldout", i, source="photo") for i in range(2))]
-    astronaut = _photograph("astronaut")  # 512x512
+    astronaut = photos.scikit_photo("astronaut")  # 512x512
     out.append(ServeRequest("4:3 crop", astronaut.crop((0, 64, 512, 448)), DESCRIBE))
     out.append(ServeRequest("1:3 crop", astronaut.crop((180, 0, 351, 512)), DESCRIBE))
     return out

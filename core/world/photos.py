@@ -135,14 +135,19 @@ def photo_names(split: str) -> tuple[str, ...]:
     return HELDOUT_PHOTOS if split == "heldout" else tuple(p for p in PHOTOS if p not in HELDOUT_PHOTOS)
 
 
+def scikit_photo(name: str) -> Image.Image:
+    """One of scikit-image's photographs, whole, as an RGB image (needs scikit-image: the photos extra)."""
+    from skimage import data
+
+    return Image.fromarray(np.asarray(getattr(data, name)())).convert("RGB")
+
+
 def photo(rng: random.Random, split: str) -> Image.Image | None:
     """A crop of one of scikit-image's photographs, flipped and colour-jittered; None without scikit-image."""
     try:
-        from skimage import data
+        image = scikit_photo(rng.choice(photo_names(split)))
     except ImportError:
         return None
-    pixels = np.asarray(getattr(data, rng.choice(photo_names(split)))())
-    image = Image.fromarray(pixels).convert("RGB")
     w, h = image.size
     cw, ch = int(w * rng.uniform(0.4, 1.0)), int(h * rng.uniform(0.4, 1.0))
     x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
@@ -251,13 +256,11 @@ def write_heldout_photos(folder: str) -> list[str]:
     """The held-out photographs, whole, as PNG files: a folder for `eval-target --images` and `bench-spec --images`."""
     from pathlib import Path
 
-    from skimage import data
-
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name in HELDOUT_PHOTOS:
-        Image.fromarray(np.asarray(getattr(data, name)())).convert("RGB").save(out / f"{name}.png")
+        scikit_photo(name).save(out / f"{name}.png")
         paths.append(str(out / f"{name}.png"))
     return paths
 
