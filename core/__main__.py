@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--prompt", help="with --images: ask every image this")
     ev.add_argument("--photos", type=int, help="N held-out images beyond the world of each part (generated, "
                                                 "photographs), scored against their pixels' answers")
+    ev.add_argument("--sources", type=int, help="N held-out images of every source beyond the world, each asked to "
+                                                 "read and to describe: text presence, no-text precision, inventions")
+    ev.add_argument("--source-list", dest="source_list", help="with --sources: only these, e.g. text,document")
     ev.add_argument("--json")
     ev.set_defaults(func=_eval_target)
 

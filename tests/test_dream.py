@@ -4,6 +4,7 @@ exact cache rollback, visual-token keep ratio, lossless decoding, and training e
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 
@@ -134,6 +135,11 @@ def test_training_learns_and_writes_a_loadable_drafter(tmp_path, tiny_target_dir
     engine = SpeculativeEngine(tiny_target)
     assert engine.generate(s.image, s.prompt, loaded, max_new_tokens=8).token_ids == \
         engine.generate(s.image, s.prompt, max_new_tokens=8).token_ids
+    # --init continues it (a retrained target's drafter): its sizes and draft vocabulary, weights moved on.
+    again = train(dataclasses.replace(cfg, steps=2, init=str(out), out=str(tmp_path / "continued")))
+    assert again.adapter.cfg == loaded.adapter.cfg and again.draft_ids.tolist() == loaded.draft_ids.tolist()
+    assert any(not torch.equal(a.float(), b.float()) for a, b in zip(again.adapter.state_dict().values(),
+                                                                      loaded.adapter.state_dict().values()))
 
 
 def test_bad_training_settings_are_rejected():

@@ -5,6 +5,7 @@ draft depth sees at inference, and training writes a drafter that loads (specula
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -169,6 +170,10 @@ def test_training_learns_and_writes_a_loadable_speculators_checkpoint(tmp_path, 
     engine = SpeculativeEngine(tiny_target)
     assert engine.generate(s.image, s.prompt, loaded, max_new_tokens=8).token_ids == \
         engine.generate(s.image, s.prompt, max_new_tokens=8).token_ids
+    # --init continues it (a retrained target's drafter): same shape and draft vocabulary, weights moved on.
+    again = train(dataclasses.replace(cfg, steps=2, init=str(out), out=str(tmp_path / "continued")))
+    assert again.model.cfg == loaded.model.cfg and torch.equal(again.model.d2t, loaded.model.d2t)
+    assert not torch.equal(again.model.fc.weight, loaded.model.fc.weight.to(again.model.fc.weight.dtype))
 
 
 def test_a_drafter_for_another_target_is_refused(tmp_path, tiny_target, tiny_eagle3):

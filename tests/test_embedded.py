@@ -78,3 +78,44 @@ def test_bench_spec_report_schema(tmp_path):
 def test_bench_spec_needs_at_least_one_repeat():
     with pytest.raises(ValueError, match="repeats"):
         bench_spec(["text"], n=1, repeats=0)
+
+
+def _issue_image(size, lines, ink, paper, font_size):
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", size, paper)
+    face = ImageFont.load_default(size=font_size)
+    ImageDraw.Draw(image).multiline_text((size[0] // 2, size[1] // 2), "\n".join(lines), font=face, fill=ink,
+                                         anchor="mm", align="center", spacing=font_size // 3)
+    return image
+
+
+ISSUE_IMAGES = [
+    ((320, 120), ["OPEN 24 HOURS"], (20, 20, 20), (245, 243, 235), 30),
+    ((200, 200), ["STOP"], (255, 255, 255), (30, 60, 200), 56),
+    ((400, 300), ["Milk, eggs, bread", "call Anna at 5", "pay the rent!"], (40, 40, 50), (255, 255, 255), 28),
+]
+
+
+@pytest.mark.parametrize("size, lines, ink, paper, font_size", ISSUE_IMAGES)
+def test_the_shipped_target_names_no_word_it_cannot_read(engine, size, lines, ink, paper, font_size):
+    """Text drawn in Pillow's own font, in sizes and words the training data did not use: asked to read, the target
+    answers one of its two honest sentences, never a word."""
+    from core.world.reference import HONEST_READINGS
+
+    image = _issue_image(size, lines, ink, paper, font_size)
+    assert engine.generate(image, "What is written here?", max_new_tokens=16).text in HONEST_READINGS
+
+
+@pytest.mark.xfail(strict=True, reason="run 15 answers 'There is no text.' to all three and a world caption to the "
+                                       "first: its tower does not see a line of text at 96x96 (docs/models.md)")
+@pytest.mark.parametrize("size, lines, ink, paper, font_size", ISSUE_IMAGES)
+def test_the_shipped_target_says_it_cannot_read_text_it_cannot_read(engine, size, lines, ink, paper, font_size):
+    """The same images: it says there is text it cannot read, and describes them by their colour layout, never with
+    a world caption."""
+    from core.bench.evaluate import LAYOUT_START
+    from core.world.photos import CANNOT_READ
+
+    image = _issue_image(size, lines, ink, paper, font_size)
+    assert engine.generate(image, "What is written here?", max_new_tokens=16).text == CANNOT_READ
+    assert LAYOUT_START.match(engine.generate(image, "Describe the image.", max_new_tokens=16).text)

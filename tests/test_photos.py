@@ -1,5 +1,5 @@
 """Images beyond the world (core/world/photos.py): deterministic per (split, index), answers that are what the
-pixels say, text images that say their text and others that have none, collages whose regions differ, held-out
+pixels say, images with text answered "I cannot read it" and others "There is no text.", collages whose regions differ, held-out
 photographs only in the held-out split, many sizes and aspect ratios.
 
     python -m pytest -q tests/test_photos.py
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.world import photos
+from core.world import photographs, photos, text_images
 from core.world.describe import answers, layout
 
 
@@ -39,7 +39,8 @@ def test_answers_are_what_the_pixels_say(task, source):
             assert s.answer == found["Which region is the brightest?"]
         elif task == "read":
             assert s.prompt in photos.PARAPHRASES["read"]
-            assert (s.answer != photos.NO_TEXT) == (source == "text")  # only rendered text has something written
+            assert s.answer == (photos.CANNOT_READ if s.holds_text else photos.NO_TEXT)
+            assert s.holds_text == (source in text_images.WITH_TEXT)  # a photograph that may show text is not asked
         else:
             assert s.answer == f"I can only describe colours and layout: {layout(s.image).description()}"
 
@@ -48,7 +49,7 @@ def test_the_reference_answers_every_paraphrase_the_models_learned():
     """photos.reference (the app's "what the pixels say") gives each training sample's own answer, whatever
     paraphrase it was asked in; reading text is not a pixel question."""
     for index in range(72):
-        task, source = photos.TASKS[index % 6], photos.SOURCES[index // 6 % 4]
+        task, source = photos.TASKS[index % 6], photos.SOURCES[index // 6 % len(photos.SOURCES)]
         s = photos.sample("train", index, task, source)
         assert photos.reference(s.image, f" {s.prompt} ") == (None if task == "read" else s.answer), (task, s.prompt)
     assert {photos.sample("train", i, "layout").prompt for i in range(40)} == set(photos.PARAPHRASES["layout"])
@@ -56,16 +57,16 @@ def test_the_reference_answers_every_paraphrase_the_models_learned():
     assert photos.asks_to_read("what does the text say") and not photos.asks_to_read("Describe the image.")
 
 
-def test_rendered_text_is_drawn_and_readable():
-    import random
-
-    for seed in range(20):
-        image, text = photos.rendered_text(random.Random(seed))
-        assert text.strip() and image.mode == "RGB"
-        pixels = np.asarray(image.convert("L"), dtype=float)
-        h, w = pixels.shape
-        band = pixels[h // 3: 2 * h // 3, w // 4: 3 * w // 4]
-        assert band.std() > 10  # the text's strokes stand out where it is drawn
+def test_the_region_probe_knows_which_regions_hold_text():
+    """Text sources say per region where ink of text is; photographs that may show text say nothing (None: the
+    probe does not learn from them), the others that no region holds text."""
+    for index in range(12):
+        document = photos.sample("train", index, "layout", "document")
+        assert document.holds_text and len(document.text_regions) == 9 and any(document.text_regions)
+        drawing = photos.sample("train", index, "layout", "drawing")
+        assert not drawing.holds_text and drawing.text_regions == (False,) * 9
+        collage = photos.sample("train", index, "layout", "collage")
+        assert collage.holds_text is False and collage.text_regions == (False,) * 9
 
 
 def test_collage_regions_are_not_one_colour():
@@ -79,16 +80,16 @@ def test_collage_regions_are_not_one_colour():
 
 
 def test_held_out_photographs_are_never_trained_on():
-    assert photos.photo_names("heldout") == photos.HELDOUT_PHOTOS
-    assert not set(photos.photo_names("train")) & set(photos.HELDOUT_PHOTOS)
-    assert set(photos.photo_names("train")) | set(photos.HELDOUT_PHOTOS) == set(photos.PHOTOS)
+    assert photographs.photo_names("heldout") == photographs.HELDOUT_PHOTOS
+    assert not set(photographs.photo_names("train")) & set(photographs.HELDOUT_PHOTOS)
+    assert set(photographs.photo_names("train")) | set(photographs.HELDOUT_PHOTOS) == set(photographs.PHOTOS)
     data = pytest.importorskip("skimage.data")
     import random
 
-    assert all(np.asarray(getattr(data, name)()).ndim >= 2 for name in photos.PHOTOS)  # all bundled: no download
+    assert all(np.asarray(getattr(data, name)()).ndim >= 2 for name in photographs.PHOTOS)  # all bundled: no download
     for split in photos.SPLITS:
         for seed in range(5):
-            assert photos.photo(random.Random(seed), split).mode == "RGB"
+            assert photographs.photo(random.Random(seed), split).mode == "RGB"
 
 
 def test_sizes_and_aspect_ratios_vary():
@@ -191,6 +192,7 @@ def test_the_embedded_target_sees_any_image_as_3x3_tokens_that_are_its_regions(t
 
     from core.training.target import RegionProbe
     from core.world.describe import TERMS
+    from core.world.scenes import Sample
 
     pixels = np.zeros((64, 192, 3), dtype=np.uint8)
     pixels[:, :64] = (220, 20, 20)
@@ -200,15 +202,21 @@ def test_the_embedded_target_sees_any_image_as_3x3_tokens_that_are_its_regions(t
     assert tiny_target.pixels([image])["image_grid_thw"].tolist() == [[1, 6, 6]]
     assert tiny_target.image_processor(images=[image], return_tensors="pt")["image_grid_thw"].tolist() != [[1, 6, 6]]
     probe = RegionProbe(tiny_target.text_config.hidden_size)
-    targets = probe.targets([image])
+    unknown = Sample(image, "layout", "Describe the image.", "")  # whether it holds text is not known
+    targets = probe.targets([unknown])
     red, blue = TERMS.index("red"), TERMS.index("blue")
     assert targets["term"].tolist() == [red, blue, blue] * 3 and targets["cell"].tolist() == list(range(9))
+    assert targets["text"].tolist() == [-100] * 9
     features = torch.randn(9, tiny_target.text_config.hidden_size, requires_grad=True)
-    losses = probe.losses(features, [image])
+    losses = probe.losses(features, [unknown])
     sum(losses.values()).backward()
     assert set(losses) == {"cell", "term", "shade", "lightness"} and features.grad.abs().sum() > 0
+    left_column = tuple(column == 0 for _ in range(3) for column in range(3))
+    known = Sample(image, "layout", "Describe the image.", "", holds_text=True, text_regions=left_column)
+    assert probe.targets([known])["text"].tolist() == [1, 0, 0] * 3
+    assert set(probe.losses(features, [known])) == {"cell", "term", "shade", "lightness", "text"}
     with pytest.raises(ValueError, match="3x3"):
-        probe.losses(torch.randn(12, tiny_target.text_config.hidden_size), [image])
+        probe.losses(torch.randn(12, tiny_target.text_config.hidden_size), [unknown])
 
 
 def test_the_heldout_photographs_are_written_whole(tmp_path):
@@ -216,7 +224,7 @@ def test_the_heldout_photographs_are_written_whole(tmp_path):
     from skimage import data
 
     paths = photos.write_heldout_photos(str(tmp_path))
-    assert [p.rsplit("/", 1)[1] for p in paths] == [f"{name}.png" for name in photos.HELDOUT_PHOTOS]
+    assert [p.rsplit("/", 1)[1] for p in paths] == [f"{name}.png" for name in photographs.HELDOUT_PHOTOS]
     astronaut = Image.open(tmp_path / "astronaut.png")
     assert astronaut.size == data.astronaut().shape[1::-1] and astronaut.mode == "RGB"
 

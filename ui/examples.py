@@ -6,13 +6,16 @@ the embedded target never trained on (core/world/photos.py holds them out; it tr
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from core.world import photos, scenes
-from core.world.photos import HELDOUT_PHOTOS
+from PIL import Image
+
+from core.world import photographs, photos, scenes
+from core.world.photographs import HELDOUT_PHOTOS
 
 TASK_PROMPTS = {
     "caption": "Describe the image.",
@@ -56,11 +59,46 @@ def photo_examples() -> list[list[str]]:
     for name in PHOTOS:
         path = _folder() / f"photo-{name}.jpg"
         if not path.exists():
-            image = photos.scikit_photo(name)
+            image = photographs.scikit_photo(name)
             image.thumbnail((PHOTO_SIDE, PHOTO_SIDE))
             image.save(path, quality=90)
         rows.append([str(path), TASK_PROMPTS["caption"]])
     return rows
+
+
+# Held-out images of the sources that teach the target to say when it cannot read (core/world/text_images.py).
+TEXT_EXAMPLES = (("document", 0), ("sign", 1), ("screenshot", 2), ("drawing", 3))
+
+
+@lru_cache(maxsize=1)
+def _text_example_images() -> dict[str, tuple[Image.Image, bool]]:
+    found = {}
+    for source, index in TEXT_EXAMPLES:
+        s = photos.sample("heldout", index, "read", source)
+        image = s.image
+        image.thumbnail((PHOTO_SIDE * 2, PHOTO_SIDE * 2))
+        path = _folder() / f"text-{source}-{index}.png"
+        image.save(path)
+        found[str(path)] = (Image.open(path).convert("RGB"), bool(s.holds_text))
+    return found
+
+
+def text_examples() -> list[list[str]]:
+    return [[path, TASK_PROMPTS["ocr"]] for path in _text_example_images()]
+
+
+def _digest(image: Image.Image) -> str:
+    return hashlib.sha256(image.convert("RGB").tobytes()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _known() -> dict[str, bool]:
+    return {_digest(image): holds for image, holds in _text_example_images().values()}
+
+
+def known_text(image: Image.Image) -> bool | None:
+    """Whether an image holds text, where the app knows it (one of its text examples); None for anything else."""
+    return _known().get(_digest(image))
 
 
 def photo_credits() -> str:
@@ -68,5 +106,5 @@ def photo_credits() -> str:
 
 
 if __name__ == "__main__":
-    for path, prompt in world_examples() + photo_examples():
+    for path, prompt in world_examples() + text_examples() + photo_examples():
         print(path, "|", prompt)

@@ -13,11 +13,12 @@ from core.decoding.limits import check_prompt
 from core.decoding.metrics import RunStats
 from core.models.registry import load_drafter
 from core.world import photos
-from core.world.describe import answers, described_header, described_regions, region_agreement
+from core.world import reference
+from core.world.describe import answers
 from ui import inputs, models
 from ui.baseline import AR_REFERENCE
 from ui.charts import figure
-from ui.examples import TASK_PROMPTS, photo_credits, photo_examples, world_examples
+from ui.examples import TASK_PROMPTS, known_text, photo_credits, photo_examples, text_examples, world_examples
 from ui.inputs import image_input, user_errors, whole
 from ui.render import LABELS, tokens_html
 from ui.replay import PACES, Controls, events_of, views_of
@@ -99,28 +100,25 @@ def _rounds(session, target, drafter, max_new_tokens, pace_ms, progress):
 
 
 def what_the_pixels_say(image, prompt, output=None) -> str:
-    """The reference answer for this image (core/world/describe.py) and, after a run, whether the target's agrees."""
+    """The reference answer for this image (core/world/reference.py) and, after a run, whether the target's agrees."""
     if image is None:
         return ""
-    asked = (prompt or "").strip()
-    expected = photos.reference(image, asked)
-    if expected is None:
+    verdict = reference.check(image, prompt, output, known_text(image))
+    if photos.asks_to_read(verdict.asked):
+        said = verdict.expected or f"{reference.honest_readings()}."
+        line = f"**What the target may say** to “{verdict.asked}”: {said}"
+    elif verdict.expected is None:
         found = answers(image)
         return (f"**What the pixels say** (colour layout, from the image alone): {found['Describe the image.']}  \n"
                 f"*The prompt is not one the pixels answer ({', '.join(f'“{q}”' for q in list(found)[:3])}, "
                 "“What colour is the top left?”, …, in their paraphrases), so the target's answer is not compared.*")
-    verdict = ""
-    if output and output.strip() == expected:
-        verdict = "  \nThe target's answer **matches** it."
-    elif output:
-        layout = ""
-        if described_regions(expected) and described_regions(output):
-            layout = f": {round(9 * region_agreement(expected, output))} of the 9 regions' colours agree"
-            if described_header(output) != described_header(expected):
-                layout += ", and its first sentence (tone, main colours) differs"
-        verdict = (f"  \nThe target's answer **differs**{layout} (on a world scene its object caption is the more "
-                   "specific answer).")
-    return f"**What the pixels say** for “{asked}”: {expected}{verdict}"
+    else:
+        line = f"**What the pixels say** for “{verdict.asked}”: {verdict.expected}"
+    if verdict.outcome:
+        line += f"  \nThe target's answer **{verdict.outcome}**" + (f": {verdict.reason}" if verdict.reason else ".")
+    elif verdict.reason:
+        line += f"  \n*{verdict.reason}*"
+    return line
 
 
 def build() -> None:
@@ -130,6 +128,9 @@ def build() -> None:
             prompt = gr.Textbox(label="Prompt", value=TASK_PROMPTS["caption"], max_lines=4, elem_id="spec-prompt")
             gr.Examples(world_examples(), [image, prompt], label="World samples (held out; what the target knows best)",
                         visible_columns=[0], examples_per_page=8)
+            texts = text_examples()
+            gr.Examples(texts, [image, prompt], visible_columns=[0],
+                        label="Text it cannot read, and a page without any (held out)", examples_per_page=4)
             photos = photo_examples()
             if photos:
                 gr.Examples(photos, [image, prompt], visible_columns=[0],

@@ -4,6 +4,7 @@ images, agreement with what their pixels say (core/world/describe.py).
     python -m core eval-target [--model PATH] [--n 200] [--json PATH]
     python -m core eval-target --images DIR [--prompt P] [--json PATH]
     python -m core eval-target --photos N [--json PATH]     # held-out images beyond the world (core/world/photos.py)
+    python -m core eval-target --sources N [--source-list text,document] [--json PATH]   # never inventing, per source
 
 With --images, each image is asked its metadata.jsonl prompt (or "Describe the image.", or --prompt for all) and
 scored against the metadata's answer where one is given, else against the pixels' answer (to any paraphrase the
@@ -12,11 +13,23 @@ whose colour term the target's description names as the pixels do, light / dark 
 those descriptions whose first sentence, the tone and main colours, is the pixels' word for word), and where answers
 say what is written: `text_exact` (images with text) and `no_text_precision` (images whose answer is "There is no
 text.").
+
+Never inventing (`--sources N`: N held-out images of every source of core/world/photos.py, each asked a reading
+question and "Describe the image."; `--images DIR` where metadata.jsonl says `has_text`):
+- `text_presence_recall`: images holding text whose reading answer is not "There is no text.";
+- `no_text_precision`: images without text answered exactly "There is no text.";
+- `invented_rate`: answers that invent, of all answers: a reading answer naming words (beyond the world the target
+  reads none: only "There is text here, but I cannot read it." and "There is no text." are honest), "There is no
+  text." for an image holding text, and a describe answer that is not a colour layout (a world caption) for an image
+  that is not a world scene. A layout is told by its first words (`LAYOUT_START`), so text images' describe answers
+  are generated only that far; photographs' in full, for `region_agreement`. `upper_case_layout`: the share of
+  held-out photographs asked "DESCRIBE THE IMAGE." that get a layout.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +41,17 @@ from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training.training_data import TrainingData, from_folder
 from core.training.training_data import describe as describe_source
-from core.world import photos, scenes
+from core.world import image_sources, photographs, photos, scenes
 from core.world.describe import described_header, described_regions, region_agreement
-from core.world.photos import NO_TEXT
+from core.world.photos import CANNOT_READ, NO_TEXT
+from core.world.reference import looks_like_world
+
+LAYOUT_START = re.compile(r"A (bright|dark|mid-toned) image, mostly ")  # how every colour layout begins
+DESCRIBE = "Describe the image."
+# Sources whose describe answers are generated in full and scored region by region; the others only until a layout
+# can be told from a caption.
+PHOTOGRAPH_SOURCES = ("procedural", "photo", "collage", "wallpaper")
+SHORT_ANSWER = 16  # new tokens: a reading answer, or the first words of a layout
 
 
 @torch.no_grad()
@@ -58,6 +79,91 @@ def exact_match(vlm: VisionLanguageModel, samples: list[scenes.Sample]) -> dict:
     return {"exact_match": sum(map(sum, hits.values())) / len(samples), "per_task": per_task}
 
 
+def reading_invents(said: str, holds_text: bool) -> bool:
+    """A reading answer that invents: words the target cannot have read, or no text where there is some."""
+    return said != CANNOT_READ and (said != NO_TEXT or holds_text)
+
+
+def describing_invents(said: str, image) -> bool:
+    """A describe answer that is not a colour layout, for an image that is not a world scene (there a caption is
+    the answer)."""
+    return not looks_like_world(image) and LAYOUT_START.match(said) is None
+
+
+def text_scores(rows: list[dict]) -> dict:
+    """The never-inventing figures of rows {holds_text, read (the reading answer) or None, described or None}."""
+    reads = [r for r in rows if r.get("read") is not None]
+    described = [r for r in rows if r.get("described") is not None]
+    with_text = [r for r in reads if r["holds_text"]]
+    without = [r for r in reads if not r["holds_text"]]
+    invented = sum(r["read_invents"] for r in reads) + sum(r["describe_invents"] for r in described)
+    answers = len(reads) + len(described)
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return {"images": len(rows), "with_text": len(with_text), "without_text": len(without),
+            "text_presence_recall": mean([r["read"] != NO_TEXT for r in with_text]),
+            "no_text_precision": mean([r["read"] == NO_TEXT for r in without]),
+            "invented": invented, "invented_rate": invented / answers if answers else None,
+            "region_agreement": mean([r["region_agreement"] for r in described if "region_agreement" in r])}
+
+
+def _source_rows(vlm: VisionLanguageModel, source: str, n: int) -> list[dict]:
+    rows = []
+    full = source in PHOTOGRAPH_SOURCES
+    for i in range(n):
+        sample = photos.sample("heldout", i, "read", source)
+        asked = photos.PARAPHRASES["read"][i % len(photos.PARAPHRASES["read"])]
+        read = answer(vlm, sample.image, asked, SHORT_ANSWER)
+        described = answer(vlm, sample.image, DESCRIBE, 128 if full else SHORT_ANSWER)
+        row = {"image": f"{source}:heldout:{i}", "holds_text": bool(sample.holds_text), "prompt": asked, "read": read,
+               "read_invents": reading_invents(read, bool(sample.holds_text)), "described": described,
+               "describe_invents": describing_invents(described, sample.image)}
+        if full:
+            row["region_agreement"] = region_agreement(photos.reference(sample.image, DESCRIBE), described)
+        rows.append(row)
+    return rows
+
+
+def _unavailable(source: str) -> str | None:
+    """Why a source cannot be evaluated on this machine (it would fall back to procedural images), or None."""
+    if source == "wallpaper" and not image_sources.split_photographs("heldout"):
+        return "the held-out wallpaper package is not installed: python -m core.world.image_sources --install"
+    if source == "photo":
+        try:
+            photographs.scikit_photo(photographs.HELDOUT_PHOTOS[0])
+        except ImportError:
+            return "scikit-image is not installed (the photos extra)"
+    return None
+
+
+def on_sources(vlm: VisionLanguageModel, n: int, sources: tuple[str, ...] = photos.SOURCES,
+               upper_case: int = 50) -> dict:
+    """Never inventing, per source and overall: n held-out images of each source, each asked a reading question and
+    "Describe the image."; and `upper_case` held-out photographs asked "DESCRIBE THE IMAGE."."""
+    unknown = [s for s in sources if s not in photos.SOURCES]
+    if unknown:
+        raise ValueError(f"unknown sources {unknown}; expected some of {photos.SOURCES}")
+    out, pooled = {"per_source": {}}, []
+    for source in sources:
+        why = _unavailable(source)
+        if why:
+            out["per_source"][source] = {"skipped": why}
+            continue
+        rows = _source_rows(vlm, source, n)
+        pooled += rows
+        out["per_source"][source] = text_scores(rows) | {"examples": rows[:3]}
+    out["overall"] = text_scores(pooled)
+    if upper_case and _unavailable("photo") is None:
+        layouts = []
+        for i in range(upper_case):
+            image = photos.sample("heldout", i, "layout", "photo").image
+            said = answer(vlm, image, DESCRIBE.upper())
+            layouts.append((LAYOUT_START.match(said) is not None,
+                            region_agreement(photos.reference(image, DESCRIBE), said)))
+        out["upper_case_layout"] = {"images": upper_case, "layout_share": sum(a for a, _ in layouts) / upper_case,
+                                    "region_agreement": sum(r for _, r in layouts) / upper_case}
+    return out
+
+
 @dataclass
 class Item:
     label: str  # where the image came from, for the report
@@ -65,6 +171,7 @@ class Item:
     prompt: str
     reference: str | None  # the answer it is scored against (None: reported, not scored)
     reads_text: bool  # the question asks what is written: scored for text_exact / no_text_precision
+    holds_text: bool | None = None  # whether the image holds text, where known: scored for never inventing
 
 
 def scored(vlm: VisionLanguageModel, items: list[Item]) -> dict:
@@ -82,12 +189,20 @@ def scored(vlm: VisionLanguageModel, items: list[Item]) -> dict:
             headers.append(row["header_exact"])
         if item.reads_text and item.reference is not None:
             (without_text if item.reference == NO_TEXT else with_text).append(row["exact"])
+        if item.holds_text is not None:
+            row["holds_text"] = item.holds_text
+            if item.reads_text:
+                row["read"], row["read_invents"] = said, reading_invents(said, item.holds_text)
+            elif photos.reference(item.image, item.prompt) == photos.reference(item.image, DESCRIBE):
+                row["described"], row["describe_invents"] = said, describing_invents(said, item.image)
         rows.append(row)
     scored_rows = [r["exact"] for r in rows if r["reference"] is not None]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     return {"images": len(rows), "scored": len(scored_rows), "exact_match": mean(scored_rows),
             "region_agreement": mean(regions), "header_exact": mean(headers), "text_exact": mean(with_text),
             "no_text_precision": mean(without_text),
+            **({"never_inventing": text_scores([r for r in rows if "holds_text" in r])}
+               if any("holds_text" in r for r in rows) else {}),
             "rows": rows}
 
 
@@ -99,7 +214,7 @@ def on_images(vlm: VisionLanguageModel, examples: TrainingData, prompt: str | No
         asked = prompt or sample.prompt
         reference = sample.answer if sample.answer is not None and not prompt else photos.reference(sample.image, asked)
         reads = photos.asks_to_read(asked)
-        items.append(Item(describe_source(example.image), sample.image, asked, reference, reads))
+        items.append(Item(describe_source(example.image), sample.image, asked, reference, reads, sample.holds_text))
     return {"source": examples.source} | scored(vlm, items)
 
 
@@ -123,6 +238,9 @@ def run(args) -> None:
         result = on_images(vlm, from_folder(args.images), args.prompt)
     elif args.photos:
         result = on_photos(vlm, args.photos)
+    elif args.sources:
+        chosen = tuple(args.source_list.split(",")) if args.source_list else photos.SOURCES
+        result = on_sources(vlm, args.sources, chosen) | {"n_per_source": args.sources}
     else:
         result = exact_match(vlm, scenes.samples("heldout", args.n)) | {"n": args.n}
     result |= {"model": str(args.model)}

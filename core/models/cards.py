@@ -32,7 +32,8 @@ NO_FIGURE = "–"
 DRAFTER_BENCHES = ("bench_forms_world.json", "bench_forms_photos.json", "bench_forms_views.json")
 BENCHED_DRAFTERS = {"text-drafter": "text", "massv": "massv", "dream": "dream", "eagle3": "eagle3"}  # dir: column
 # The held-out evaluations of the target beyond its world: eval_target_photos.json's parts, then two folders.
-TARGET_IMAGE_EVALS = ("eval_target_heldout_photos.json", "eval_target_heldout_views.json")
+TARGET_IMAGE_EVALS = ("eval_target_heldout_photos.json", "eval_target_heldout_views.json",
+                      "eval_target_heldout_wallpapers.json")
 
 
 @dataclass(frozen=True)
@@ -374,8 +375,18 @@ def _target_evaluation() -> str:
         rows.append(f"| `{r['source'].removeprefix('data-dir:')}`, {r['images']} images, “{r['rows'][0]['prompt']}” | "
                     f"{_f(r['exact_match'])} | {_f(r['region_agreement'])} | {_f(r['header_exact'])} | "
                     f"{_f(r['text_exact'])} | {_f(r['no_text_precision'])} | `assets/results/{file}` |")
+    sources = _json(RESULTS / "eval_target_sources.json")
+    never = [f"| {name} | {_f(r['text_presence_recall'])} | {_f(r['no_text_precision'])} | {_f(r['invented_rate'])} |"
+             for name, r in [*sources["per_source"].items(), ("overall", sources["overall"])] if "images" in r]
     return (f"Held-out world scenes (`python -m core eval-target --n {world['n']}`, "
             f"`assets/results/eval_target.json`): exact match **{_f(world['exact_match'], 3)}**; {families}.\n\n"
+            f"Never inventing (`python -m core eval-target --sources {sources['n_per_source']}`, "
+            "`assets/results/eval_target_sources.json`: that many held-out images of every source, each asked to read "
+            "and to describe): text presence recall (an image with text not answered “There is no text.”), no-text "
+            "precision, and the share of answers that invent (words it did not read, no text where there is some, a "
+            "world caption for an image that is not a world scene).\n\n"
+            "| source | text presence recall | no-text precision | invented |\n|---|---|---|---|\n"
+            + "\n".join(never) + "\n\n"
             "Beyond the world (`python -m core eval-target --photos N` and `--images DIR`): exact match of the whole "
             "answer, region agreement (share of a layout's nine regions named right), header exact (its first "
             "sentence: tone and main colours), rendered text read exactly, and no-text precision (“There is no "
@@ -444,6 +455,7 @@ def _limitations(kind: Kind, config: dict) -> str:
 
     beyond = _json(RESULTS / "eval_target_photos.json")["generated"]
     world = _json(RESULTS / "eval_target.json")["per_task"]
+    sources = _json(RESULTS / "eval_target_sources.json")
     return "\n".join([
         f"- {toy}",
         f"- It answers only the prompts it learned: on world scenes the {' / '.join(scenes.TASKS)} questions; on any "
@@ -451,8 +463,11 @@ def _limitations(kind: Kind, config: dict) -> str:
         "or upper case or without the closing mark. Other prompts get no reliable answer.",
         "- A question the pixels cannot answer (what animal, where, how many people) gets “I can only describe "
         "colours and layout: ...” and the layout.",
-        f"- It does not read text outside its procedural world: rendered text exact {_f(beyond['text_exact'])} on "
-        f"held-out generated images (`assets/results/eval_target_photos.json`); the world's OCR (one character per "
+        "- It does not read text outside its procedural world: asked to, it answers “There is text here, but I "
+        "cannot read it.” or “There is no text.”. It tells dense text on a light page (documents, screenshots) "
+        "from a page without any, but mostly misses a line of text on a busy photograph, a slide or a sign, and "
+        f"then says there is none (text presence recall {_f(sources['overall']['text_presence_recall'])} over all "
+        "sources: `assets/results/eval_target_sources.json`). The world's OCR (one character per "
         f"{config['vision_config']['patch_size']}-pixel patch) reads {_f(world['ocr'])} of held-out world scenes "
         "(`assets/results/eval_target.json`).",
         f"- A layout's first sentence (tone and main colours) is its weakest part: header exact "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from core.world import photos, scenes
+from core.world import photographs, photos, scenes
 
 DESCRIBE = "Describe the image."
 
@@ -25,10 +25,10 @@ class ServeRequest:
 def _fixed() -> list[ServeRequest]:
     out = [ServeRequest(f"world {s.task}", s.image, s.prompt)
            for s in (scenes.sample("heldout", i, task) for i, task in enumerate(scenes.TASKS))]
-    out += [ServeRequest(f"photograph {name}", photos.scikit_photo(name), DESCRIBE) for name in photos.HELDOUT_PHOTOS]
+    out += [ServeRequest(f"photograph {name}", photographs.scikit_photo(name), DESCRIBE) for name in photographs.HELDOUT_PHOTOS]
     out += [ServeRequest(f"crop {i}", s.image, s.prompt)
             for i, s in enumerate(photos.sample("heldout", i, source="photo") for i in range(2))]
-    astronaut = photos.scikit_photo("astronaut")  # 512x512
+    astronaut = photographs.scikit_photo("astronaut")  # 512x512
     out.append(ServeRequest("4:3 crop", astronaut.crop((0, 64, 512, 448)), DESCRIBE))
     out.append(ServeRequest("1:3 crop", astronaut.crop((180, 0, 351, 512)), DESCRIBE))
     return out

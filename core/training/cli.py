@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--seed", type=int)
     train.add_argument("--out")
     train.add_argument("--target", help="target whose tokenizer (and outputs) a drafter trains on")
-    train.add_argument("--init", help="target: continue from this checkpoint")
+    train.add_argument("--init", help="target: continue from this checkpoint; dream, eagle3: from this drafter")
     train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
     train.add_argument("--warmup", type=int, help="target: LR warmup steps")
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="target: share of prompts asked in another form (lower / upper case, no closing mark)")
     train.add_argument("--freeze-vision", dest="freeze_vision", action="store_true", default=None,
                        help="target: train the language model only (drafters reading the tower keep their inputs)")
+    train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated)")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
                        "world,photos, the shipped target's), trains on (core/world/mix.py)")
     train.add_argument("--world-share", dest="world_share", type=float,

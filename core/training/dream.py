@@ -2,6 +2,7 @@
 
     python -m core train dream [--steps N] [--intermediate entropy|none|0.25|0.5|0.75] [--rollout R] [--data SET.json]
     python -m core train dream --data-dir DIR --target TARGET --out OUT      # on your own images
+    python -m core train dream --init assets/models/dream --steps 600 --out runs/dream    # after the target's next run
 
 1. Data: a self-distillation set (core/training/self_distill.py; MASSV phase 2's set is reused when it matches the target
    and the prompts), on the procedural world or on the user's examples (`--data-dir`, `--hf-dataset`:
@@ -248,11 +249,15 @@ def train(cfg: DreamTrainConfig) -> DreamDrafter:
     extraction_seconds = time.time() - start
     print(f"features of {len(dataset['rows'])} responses in {extraction_seconds:.0f}s; intermediate layers chosen: "
           f"{dict(sorted(chosen.items()))}", flush=True)
-    draft_ids = draft_vocabulary(batches, cfg.draft_vocab, target.eos_token_ids) if cfg.draft_vocab else None
-    adapter = DreamAdapter(DreamConfig.for_target(target, cfg.mlp_size, intermediate_layer=cfg.intermediate,
-                                                  draft_vocab=0 if draft_ids is None else len(draft_ids))).to(target.device).train()
-    if draft_ids is not None:
-        adapter.draft_ids.copy_(draft_ids)
+    if cfg.init:  # its weights and draft vocabulary, continued on the (retrained) target's features
+        adapter = DreamDrafter.from_pretrained(cfg.init, target).adapter.float().train()
+    else:
+        draft_ids = draft_vocabulary(batches, cfg.draft_vocab, target.eos_token_ids) if cfg.draft_vocab else None
+        adapter = DreamAdapter(DreamConfig.for_target(target, cfg.mlp_size, intermediate_layer=cfg.intermediate,
+                                                      draft_vocab=0 if draft_ids is None else len(draft_ids)))
+        adapter = adapter.to(target.device).train()
+        if draft_ids is not None:
+            adapter.draft_ids.copy_(draft_ids)
     lm_head = target.model.get_output_embeddings()
     opt = torch.optim.AdamW(adapter.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)

@@ -2,6 +2,7 @@
 
     python -m core train eagle3 [--steps N] [--rollout R] [--draft-vocab K] [--mlp-size M] [--layers 2,6,9]
     python -m core train eagle3 --target REPO --data-dir DIR --out OUT       # a hub target, your images
+    python -m core train eagle3 --init assets/models/eagle3 --steps 600 --out runs/eagle3   # after the target's next run
 
 1. Data: the same self-distillation set as DREAM (core/training/self_distill.py), on the world or your examples.
 2. Feature extraction, once, batched on the target's device: per position the states of the drafter's low / middle
@@ -29,7 +30,7 @@ from torch.nn import functional as F
 from transformers import get_cosine_schedule_with_warmup
 
 from core.drafters.eagle3.drafter import Eagle3Drafter
-from core.drafters.eagle3.formats import save_speculators
+from core.drafters.eagle3.formats import load_model, save_speculators
 from core.drafters.eagle3.model import Eagle3Config, Eagle3Model
 from core.models.embedded import shipped_output
 from core.models.loading import recorded
@@ -141,16 +142,23 @@ def train(cfg: Eagle3TrainConfig) -> Eagle3Drafter:
     batches = extract(target, training_samples(dataset), model_cfg.layer_ids, model_cfg.mrope_section is not None)
     extraction_seconds = time.time() - start
     print(f"features of {len(dataset['rows'])} responses in {extraction_seconds:.0f}s", flush=True)
-    draft_ids = draft_vocabulary(batches, cfg.draft_vocab, target.eos_token_ids) if cfg.draft_vocab else \
-        torch.arange(model_cfg.vocab_size)
-    model_cfg.draft_vocab_size = len(draft_ids)
     device = target.device
-    model = Eagle3Model(model_cfg).to(device)
-    model.set_draft_vocab(draft_ids.to(device))
     lm_head = target.model.get_output_embeddings()
-    with torch.no_grad():  # the target's embeddings, and its head rows to start from
-        model.embed_tokens.weight.copy_(target.model.get_input_embeddings().weight)
-        model.lm_head.weight.copy_(lm_head.weight[draft_ids.to(lm_head.weight.device)])
+    if cfg.init:  # its layers and draft vocabulary; the embeddings are the (retrained) target's
+        model = load_model(cfg.init, target).float().to(device)
+        if model.cfg.layer_ids != model_cfg.layer_ids:
+            raise ValueError(f"--init {cfg.init} fuses layers {model.cfg.layer_ids}, not {model_cfg.layer_ids}")
+        with torch.no_grad():
+            model.embed_tokens.weight.copy_(target.model.get_input_embeddings().weight)
+    else:
+        draft_ids = draft_vocabulary(batches, cfg.draft_vocab, target.eos_token_ids) if cfg.draft_vocab else \
+            torch.arange(model_cfg.vocab_size)
+        model_cfg.draft_vocab_size = len(draft_ids)
+        model = Eagle3Model(model_cfg).to(device)
+        model.set_draft_vocab(draft_ids.to(device))
+        with torch.no_grad():  # the target's embeddings, and its head rows to start from
+            model.embed_tokens.weight.copy_(target.model.get_input_embeddings().weight)
+            model.lm_head.weight.copy_(lm_head.weight[draft_ids.to(lm_head.weight.device)])
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = get_cosine_schedule_with_warmup(opt, 50, cfg.steps)

@@ -48,6 +48,7 @@ class DistilledDrafterConfig:
     data_dir: str = ""  # the user's examples (core/training/training_data.py); neither: the procedural world
     hf_dataset: str = ""
     out: str = ""  # default: the shipped drafter, allowed only when retraining it (embedded target, procedural data)
+    init: str = ""  # continue from this drafter (weights, draft vocabulary): a retrained target's drafter in fewer steps
 
     def target_and_answers(self) -> tuple[VisionLanguageModel, dict, TrainingData | None]:
         """The frozen target (a preset loads with its dtype, device map and quantization), its answers to the

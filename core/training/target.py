@@ -1,7 +1,7 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR [--probe-steps N]]
-        [--other-forms P] [--freeze-vision] [--out DIR]
+        [--other-forms P] [--freeze-vision] [--boost TASK:FACTOR,...] [--out DIR]
         [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
                                                    # colour layout, text, honest answers
 
@@ -18,6 +18,8 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   needs every token, so a 40-token caption at a low per-token loss is still a hard family; with photos, world
   scenes keep `--world-share` of every batch, or the far more often wrong new families starve them (forgetting);
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
+- `--boost photos/read:3`: a task drawn three times as often (a sparse answer, as whether an image holds text,
+  learns too slowly at its share of the batch);
 - `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
 - `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
@@ -65,6 +67,7 @@ class TargetTrainConfig:
     probe_steps: int = 0  # first the probe heads alone on the frozen model (for a checkpoint without them)
     other_forms: float = 0.0  # share of prompts asked in another form (mix.other_form: case, closing mark)
     freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
+    boost: str = ""  # "photos/read:3,...": a task drawn that many times as often as its chance of a wrong answer says
 
 
 class VisionProbe(torch.nn.Module):
@@ -126,46 +129,53 @@ class RegionProbe(torch.nn.Module):
         self.heads = torch.nn.ModuleDict({"cell": torch.nn.Linear(hidden, len(scenes.POSITIONS)),
                                           "term": torch.nn.Linear(hidden, len(describe.TERMS)),
                                           "shade": torch.nn.Linear(hidden, len(self.SHADES)),
-                                          "lightness": torch.nn.Linear(hidden, 1)})
+                                          "lightness": torch.nn.Linear(hidden, 1),
+                                          "text": torch.nn.Linear(hidden, 2)})
 
-    def targets(self, images: list) -> dict[str, torch.Tensor]:
-        """One row per visual token (9 per image, reading order)."""
-        layouts = [describe.layout(image) for image in images]
+    def targets(self, samples: list[scenes.Sample]) -> dict[str, torch.Tensor]:
+        """One row per visual token (9 per image, reading order); "text" is -100 where not known."""
+        layouts = [describe.layout(s.image) for s in samples]
+        texts = [int(t) for s in samples for t in (s.text_regions or (-100,) * len(scenes.POSITIONS))]
         colours = [colour.split() for lay in layouts for colour in lay.regions]  # "light blue" -> ["light", "blue"]
-        return {"cell": torch.arange(len(scenes.POSITIONS)).repeat(len(images)),
+        return {"cell": torch.arange(len(scenes.POSITIONS)).repeat(len(samples)),
                 "term": torch.tensor([describe.TERMS.index(c[-1]) for c in colours]),
                 "shade": torch.tensor([self.SHADES.index(c[0] + " ") if len(c) == 2 else 0 for c in colours]),
-                "lightness": torch.tensor([v for lay in layouts for v in lay.lightness], dtype=torch.float32)}
+                "lightness": torch.tensor([v for lay in layouts for v in lay.lightness], dtype=torch.float32),
+                "text": torch.tensor(texts)}
 
-    def losses(self, features: torch.Tensor, images: list) -> dict[str, torch.Tensor]:
-        targets = self.targets(images)
+    def losses(self, features: torch.Tensor, samples: list[scenes.Sample]) -> dict[str, torch.Tensor]:
+        targets = self.targets(samples)
         if features.shape[0] != targets["term"].shape[0]:
-            raise ValueError(f"{features.shape[0]} visual tokens for {len(images)} images: the probe needs 3x3 "
+            raise ValueError(f"{features.shape[0]} visual tokens for {len(samples)} images: the probe needs 3x3 "
                              "tokens per image (a config with image_side = 96)")
         seen = torch.nn.functional.rms_norm(features, features.shape[-1:])  # the tower's outputs are large
-        return {"cell": torch.nn.functional.cross_entropy(self.heads["cell"](seen), targets["cell"]),
-                "term": torch.nn.functional.cross_entropy(self.heads["term"](seen), targets["term"]),
-                "shade": torch.nn.functional.cross_entropy(self.heads["shade"](seen), targets["shade"]),
-                "lightness": 10 * torch.nn.functional.mse_loss(self.heads["lightness"](seen).squeeze(-1),
-                                                               targets["lightness"])}
+        out = {"cell": torch.nn.functional.cross_entropy(self.heads["cell"](seen), targets["cell"]),
+               "term": torch.nn.functional.cross_entropy(self.heads["term"](seen), targets["term"]),
+               "shade": torch.nn.functional.cross_entropy(self.heads["shade"](seen), targets["shade"]),
+               "lightness": 10 * torch.nn.functional.mse_loss(self.heads["lightness"](seen).squeeze(-1),
+                                                              targets["lightness"])}
+        if (targets["text"] != -100).any():  # which regions hold text: what a reading answer must first know
+            out["text"] = torch.nn.functional.cross_entropy(self.heads["text"](seen), targets["text"], ignore_index=-100)
+        return out
 
     @torch.no_grad()
-    def term_accuracy(self, features: torch.Tensor, images: list) -> float:
+    def term_accuracy(self, features: torch.Tensor, samples: list[scenes.Sample]) -> float:
         seen = torch.nn.functional.rms_norm(features, features.shape[-1:])
-        return float((self.heads["term"](seen).argmax(-1) == self.targets(images)["term"]).float().mean())
+        return float((self.heads["term"](seen).argmax(-1) == self.targets(samples)["term"]).float().mean())
 
 
 class TaskSampler:
     """Draws tasks in proportion to their running chance of a wrong answer, so the families still being learned get
     the batches. `update` takes each sample's whole-answer NLL (per-token mean x answer length)."""
 
-    def __init__(self, tasks=scenes.TASKS, floor: float = 0.1, seed: int = 0):
+    def __init__(self, tasks=scenes.TASKS, floor: float = 0.1, seed: int = 0, boost: dict[str, float] | None = None):
         self.wrong = {t: 1.0 for t in tasks}
         self.floor = floor
+        self.boost = boost or {}
         self.rng = random.Random(seed)
 
     def draw(self, n: int) -> list[str]:
-        weights = [max(v, self.floor) for v in self.wrong.values()]
+        weights = [max(v, self.floor) * self.boost.get(t, 1.0) for t, v in self.wrong.items()]
         return self.rng.choices(list(self.wrong), weights=weights, k=n)
 
     def update(self, tasks: list[str], losses: torch.Tensor) -> None:
@@ -185,8 +195,8 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     probe = VisionProbe(vlm.text_config.hidden_size)
     region_probe = RegionProbe(vlm.text_config.hidden_size)
     probes = torch.nn.ModuleDict({"world": probe, "beyond": region_probe})
-    if cfg.init and (Path(cfg.init) / PROBES).is_file():
-        probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
+    if cfg.init and (Path(cfg.init) / PROBES).is_file():  # a head added since (text) starts fresh
+        probes.load_state_dict(load_file(Path(cfg.init) / PROBES), strict=False)
     warm_up_probes(vlm, probe, region_probe, cfg)
     pretrain_vision(vlm, probe, region_probe, cfg)
     if cfg.freeze_vision:
@@ -199,7 +209,9 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
     # start far more often wrong) does not starve the world's families and make the target forget them.
-    samplers = {source: TaskSampler(mix.tasks(cfg.mix, source), seed=cfg.seed) for source in mix.sources(cfg.mix)}
+    boost = {task: float(factor) for task, factor in (item.rsplit(":", 1) for item in cfg.boost.split(",") if item)}
+    samplers = {source: TaskSampler(mix.tasks(cfg.mix, source), seed=cfg.seed, boost=boost)
+                for source in mix.sources(cfg.mix)}
     n_world = cfg.batch if len(samplers) == 1 else round(cfg.batch * cfg.world_share)
     log = []
     start = time.time()
@@ -270,7 +282,7 @@ def vision_losses(probe: VisionProbe, region_probe: RegionProbe, features: list[
     if world:
         total = sum(probe.losses(torch.cat([features[i] for i in world]), [batch[i] for i in world]).values(), total)
     if beyond:
-        total = sum(region_probe.losses(torch.cat([features[i] for i in beyond]), [batch[i].image for i in beyond]).values(),
+        total = sum(region_probe.losses(torch.cat([features[i] for i in beyond]), [batch[i] for i in beyond]).values(),
                     total)
     return total
 
@@ -315,7 +327,7 @@ def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: 
     params = list(vlm.model.model.visual.parameters()) + list(probe.parameters()) + list(region_probe.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     beyond = "photos" in mix.sources(cfg.mix)
-    heldout = [photos.sample("heldout", i, "layout", ("procedural", "photo")[i % 2]).image for i in range(60 * beyond)]
+    heldout = [photos.sample("heldout", i, "layout", ("procedural", "photo")[i % 2]) for i in range(60 * beyond)]
     start = time.time()
     for step in range(1, cfg.vision_steps + 1):
         batch = _vision_batch(cfg, step, 7_000_000)
@@ -329,7 +341,7 @@ def pretrain_vision(vlm: VisionLanguageModel, probe: VisionProbe, region_probe: 
             line = f"vision step {step} loss {loss.item():.3f}"
             if beyond:
                 with torch.no_grad():
-                    pixels = vlm.pixels(heldout)
+                    pixels = vlm.pixels([s.image for s in heldout])
                     seen = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"]).pooler_output
                 line += f" held-out region term accuracy {region_probe.term_accuracy(torch.cat(seen), heldout):.3f}"
             print(f"{line} {time.time() - start:.0f}s", flush=True)

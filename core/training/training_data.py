@@ -7,7 +7,8 @@ rather than the procedural world (core/world/scenes.py), so a drafter learns wha
 
 A folder follows Hugging Face's ImageFolder convention: DIR holds the images and a metadata.jsonl, one JSON object
 per line with `file_name` (relative to DIR), `prompt`, and optionally `answer` (the ground truth; MASSV phase 1
-trains on it) and `task` (default "custom"). Without metadata.jsonl, every image in DIR gets the prompt
+trains on it), `task` (default "custom") and `has_text` (true / false: whether the image holds text, which
+`eval-target --images` scores reading answers by). Without metadata.jsonl, every image in DIR gets the prompt
 "Describe the image." and no answer. A dataset needs the columns `image` and `prompt` (`answer`, `task` optional).
 
 Examples are `scenes.Sample`s (answer None where unknown). Images are read when a sample is taken, not at load, so
@@ -46,6 +47,7 @@ class Example:
     task: str
     prompt: str
     answer: str | None = None
+    holds_text: bool | None = None  # the metadata's has_text, where given
 
 
 @dataclass
@@ -62,7 +64,8 @@ class TrainingData(Sequence):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         example = self.examples[index]
-        return scenes.Sample(read_image(example.image), example.task, example.prompt, example.answer)
+        return scenes.Sample(read_image(example.image), example.task, example.prompt, example.answer,
+                             holds_text=example.holds_text)
 
     def require_answers(self, why: str) -> None:
         """Raise when some example has no ground-truth answer (`why`: what needs them)."""
@@ -125,9 +128,11 @@ def _metadata_example(folder: Path, where: str, line: str) -> Example:
     for key in ("answer", "task"):
         if row.get(key) is not None and not isinstance(row[key], str):
             raise ValueError(f"{where}: '{key}' must be a string")
+    if row.get("has_text") is not None and not isinstance(row["has_text"], bool):
+        raise ValueError(f"{where}: 'has_text' must be true or false")
     _check_image(folder / row["file_name"], f"{where}: {row['file_name']}")
     return Example({"data_dir": repo_relative(folder), "file_name": row["file_name"]}, row.get("task") or DEFAULT_TASK,
-                   row["prompt"], row.get("answer"))
+                   row["prompt"], row.get("answer"), row.get("has_text"))
 
 
 def _check_image(path: Path, where: str) -> None:

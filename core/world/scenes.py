@@ -71,6 +71,10 @@ class Sample:
     answer: str
     patch_labels: tuple[int, ...] | None = None  # PATCH_GRID**2 classes, row-major; None where not labelled
     chart_columns: tuple[tuple[str, int], ...] | None = None  # (label, value) of each cell column of a chart
+    # Beyond the world (core/world/photos.py): whether the image holds text (None: not known) and, where drawn here,
+    # which of the 3x3 regions of the 96x96 square the model sees hold some of it.
+    holds_text: bool | None = None
+    text_regions: tuple[bool, ...] | None = None
 
 
 @dataclass(frozen=True)

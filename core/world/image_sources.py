@@ -1,0 +1,124 @@
+"""Freely licensed images and fonts from Debian packages: photographs beyond scikit-image's 21 (wallpaper sets) and
+the fonts core/world/text_images.py renders text in. Installed by this project's setup step, never by hand; one whole
+package is held out, so the held-out split shows photographs of a source training never saw.
+
+    python -m core.world.image_sources --install     # apt-get install the packages (root; CI runs it)
+    python -m core.world.image_sources               # what is installed: packages, images, licences
+    python -m core.world.photos --heldout-views DIR --views 100 --of wallpaper   # views of the held-out package's
+
+Each package's licence is its Debian copyright file, beside the images in /usr/share/doc/PACKAGE/copyright; the
+training logs name the packages trained on, and docs/models.md their licences. Nothing of them is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# package -> split that draws from it; licences as their Debian copyright files (Debian 12) give them.
+PHOTO_PACKAGES = {
+    "plasma-workspace-wallpapers": "train",  # KDE Plasma's wallpapers (GPL-2+)
+    "gnome-backgrounds": "train",  # GNOME's backgrounds (CC-BY-SA-3.0)
+    "lomiri-wallpapers": "train",  # Lomiri's backgrounds (CC-BY-4.0, CC-BY-SA-3.0/4.0, CC0-1.0, Expat)
+    "ukui-wallpapers": "heldout",  # UKUI's wallpapers (CC-BY-SA-3.0): held out whole
+}
+# GPL-2+ with the Bitstream Vera licence, OFL-1.1, GPL-3+ with the font exception, AGPL-3 with the font exception
+FONT_PACKAGES = ("fonts-dejavu-core", "fonts-liberation", "fonts-freefont-ttf", "fonts-urw-base35")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
+LONGEST_SIDE = 768  # photographs are kept this large in memory: training resamples them far smaller anyway
+
+
+def install() -> None:
+    """apt-get install every package (needs root and Debian's archive)."""
+    if shutil.which("apt-get") is None:
+        raise SystemExit("apt-get not found: the image sources are Debian packages (a Debian or Ubuntu machine)")
+    packages = [*PHOTO_PACKAGES, *FONT_PACKAGES]
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], check=True)
+
+
+def _package_files(package: str) -> list[Path]:
+    if shutil.which("dpkg") is None:
+        return []
+    listed = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True)
+    return [Path(p) for p in listed.stdout.splitlines() if Path(p).suffix.lower() in IMAGE_SUFFIXES]
+
+
+@lru_cache(maxsize=None)
+def photographs(package: str) -> tuple[str, ...]:
+    """A package's images, one per picture (a wallpaper shipped at many resolutions: the one nearest 1920 wide),
+    sorted; empty where the package is not installed."""
+    by_picture: dict[Path, list[Path]] = {}
+    for path in _package_files(package):
+        if not path.is_file() or path.stem == "screenshot":  # Plasma's preview of a wallpaper
+            continue
+        # Plasma keeps each picture's resolutions in NAME/contents/images[_dark]/WxH.jpg; elsewhere a file is a picture.
+        key = path.parent if path.parent.parent.name == "contents" else path
+        by_picture.setdefault(key, []).append(path)
+
+    def width(p: Path) -> int:
+        return int(p.stem.split("x")[0]) if p.stem.split("x")[0].isdigit() else 1920
+
+    return tuple(sorted(str(min(paths, key=lambda p: abs(width(p) - 1920))) for paths in by_picture.values()))
+
+
+def split_photographs(split: str) -> tuple[str, ...]:
+    """The photographs a split draws from: the held-out package's, or the others'."""
+    return tuple(p for package, used in PHOTO_PACKAGES.items() if used == ("heldout" if split == "heldout" else "train")
+                 for p in photographs(package))
+
+
+@lru_cache(maxsize=128)
+def load(path: str) -> Image.Image:
+    """A photograph as RGB, its longest side at most LONGEST_SIDE (JPEGs decoded at a reduced scale: fast)."""
+    from PIL import Image  # here, so that a bare interpreter runs --install before the project's packages are in
+
+    image = Image.open(path)
+    image.draft("RGB", (LONGEST_SIDE, LONGEST_SIDE))
+    image = image.convert("RGB")
+    image.thumbnail((LONGEST_SIDE, LONGEST_SIDE), Image.Resampling.BOX)
+    return image
+
+
+def licence(package: str) -> str | None:
+    path = Path("/usr/share/doc") / package / "copyright"
+    return path.read_text(errors="replace") if path.is_file() else None
+
+
+def write_licences(folder: Path, packages) -> None:
+    """Each package's Debian copyright file, as LICENSE-PACKAGE.txt: images written from it carry their licence."""
+    for package in packages:
+        text = licence(package)
+        if text is not None:
+            (folder / f"LICENSE-{package}.txt").write_text(text)
+
+
+def held_out_packages() -> list[str]:
+    return [package for package, split in PHOTO_PACKAGES.items() if split == "heldout"]
+
+
+def summary() -> dict:
+    return {package: {"split": split, "images": len(photographs(package)), "licence_file": licence(package) is not None}
+            for package, split in PHOTO_PACKAGES.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--install", action="store_true", help="apt-get install the packages")
+    args = parser.parse_args()
+    if args.install:
+        install()
+        photographs.cache_clear()
+    for package, row in summary().items():
+        print(f"{package:30} {row['split']:8} {row['images']:3} images, licence "
+              f"{'/usr/share/doc/' + package + '/copyright' if row['licence_file'] else 'not installed'}")
+
+
+if __name__ == "__main__":
+    main()

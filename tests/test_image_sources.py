@@ -1,0 +1,64 @@
+"""Photographs from Debian's wallpaper packages (core/world/image_sources.py): one whole package held out, one image
+per picture, licences beside what is written from them. Skips where the packages are not installed
+(`python -m core.world.image_sources --install`; CI installs them).
+
+    python -m pytest -q tests/test_image_sources.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from core.world import image_sources, photographs, photos
+
+installed = all(image_sources.photographs(p) for p in image_sources.PHOTO_PACKAGES)
+needs_packages = pytest.mark.skipif(not installed, reason="python -m core.world.image_sources --install")
+
+
+def test_one_package_is_held_out_whole():
+    splits = list(image_sources.PHOTO_PACKAGES.values())
+    assert splits.count("heldout") == 1 and set(splits) == {"train", "heldout"}
+
+
+@needs_packages
+def test_the_splits_share_no_photograph_and_each_picture_counts_once():
+    train, heldout = image_sources.split_photographs("train"), image_sources.split_photographs("heldout")
+    assert train and heldout and not set(train) & set(heldout)
+    # Plasma ships each wallpaper at many resolutions: one of them stands for the picture (its dark variant is another).
+    plasma = image_sources.photographs("plasma-workspace-wallpapers")
+    pictures = [(Path(p).parents[2].name, Path(p).parent.name) for p in plasma if "/contents/" in p]
+    assert len(pictures) == len(set(pictures))
+    image = image_sources.load(heldout[0])
+    assert image.mode == "RGB" and max(image.size) <= image_sources.LONGEST_SIDE
+
+
+@needs_packages
+def test_wallpaper_samples_draw_only_from_their_split():
+    import random
+
+    for seed in range(6):
+        image, name = photographs.wallpaper(random.Random(seed), "heldout")
+        assert name in {Path(p).name for p in image_sources.split_photographs("heldout")}
+        image, name = photographs.wallpaper(random.Random(seed), "train")
+        assert name in {Path(p).name for p in image_sources.split_photographs("train")}
+        assert photographs.photo(random.Random(seed), "heldout", from_wallpapers=True).mode == "RGB"
+
+
+@needs_packages
+def test_heldout_views_carry_their_licence(tmp_path):
+    paths = photos.write_heldout_views(str(tmp_path), 3, "wallpaper")
+    assert [Path(p).name for p in paths] == ["wallpaper000.png", "wallpaper001.png", "wallpaper002.png"]
+    assert Image.open(paths[0]).tobytes() == photos.sample("heldout", 0, "layout", "wallpaper").image.tobytes()
+    held = [p for p, split in image_sources.PHOTO_PACKAGES.items() if split == "heldout"]
+    assert [f.name for f in tmp_path.glob("LICENSE-*.txt")] == [f"LICENSE-{held[0]}.txt"]
+
+
+@needs_packages
+def test_heldout_wallpapers_are_written_whole(tmp_path):
+    paths = photos.write_heldout_photos(str(tmp_path), "wallpaper")
+    assert len(paths) == len(image_sources.split_photographs("heldout"))
+    assert all(max(Image.open(p).size) <= image_sources.LONGEST_SIDE for p in paths)
+    assert (tmp_path / "LICENSE-ukui-wallpapers.txt").read_text().startswith(("Format:", "This package"))

@@ -1,0 +1,71 @@
+"""Images with text the target does not read, and light images without any (core/world/text_images.py): pure
+functions of their seed, text that is drawn where the mask says, regions that follow the mask, text of any length,
+drawings with no text at all.
+
+    python -m pytest -q tests/test_text_images.py
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from core.world import text_images
+
+
+@pytest.mark.parametrize("source", text_images.SOURCES)
+def test_every_source_draws_deterministically_at_many_sizes(source):
+    drawn = [text_images.draw(source, random.Random(f"{source}/{seed}"), "train") for seed in range(12)]
+    again = text_images.draw(source, random.Random(f"{source}/0"), "train")
+    assert drawn[0][0].tobytes() == again[0].tobytes() and drawn[0][1] == again[1]
+    assert all(image.mode == "RGB" and len(regions) == 9 for image, regions in drawn)
+    assert len({image.size for image, _ in drawn}) > 6
+    if source in text_images.WITH_TEXT:
+        assert all(any(regions) for _, regions in drawn)  # text drawn thick enough to count somewhere
+    else:
+        assert not any(any(regions) for _, regions in drawn)
+
+
+@pytest.mark.parametrize("source", text_images.WITH_TEXT)
+def test_the_mask_marks_where_the_text_is_drawn(source):
+    """Ink in the mask changes the pixels it covers: the mask is the text, not a guess of where it went."""
+    for seed in range(6):
+        image, mask = text_images.GENERATORS[source](random.Random(seed), "train")
+        ink = np.asarray(mask) > 0  # anti-aliased: thin text shrunk to fit leaves only grey ink
+        assert ink.any() and mask.size == image.size
+        grey = np.asarray(image.convert("L"), dtype=float)
+        # Text stands out from what is around it: the inked pixels differ from the image's pixels near them.
+        rows, cols = np.nonzero(ink)
+        y0, y1, x0, x1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+        box = grey[y0:y1, x0:x1]
+        assert box.std() > 5, (source, seed)
+
+
+def test_regions_follow_the_mask():
+    mask = Image.new("L", (300, 300), 0)
+    mask.paste(255, (210, 0, 300, 90))  # ink in the top right ninth only
+    assert text_images.text_regions(mask) == (False, False, True) + (False,) * 6
+    faint = Image.new("L", (960, 960), 0)
+    faint.paste(255, (0, 0, 2, 2))  # four pixels of 102,400 in a region: under REGION_INK
+    assert not any(text_images.text_regions(faint))
+
+
+def test_text_has_any_length_words_beyond_the_world_and_punctuation():
+    from core.world.scenes import OCR_WORDS
+
+    rng = random.Random(0)
+    lines = [text_images.line(rng, rng.randint(1, 40)) for _ in range(300)]
+    assert min(len(t) for t in lines) <= 2 and max(len(t) for t in lines) >= 35
+    words = {w.strip(text_images.PUNCTUATION) for t in lines for w in t.split()}
+    assert len(words - set(OCR_WORDS)) > 200
+    assert any(c.isdigit() for t in lines for c in t) and any(c in text_images.PUNCTUATION for t in lines for c in t)
+
+
+def test_fonts_come_from_the_machine_or_pillow():
+    rng = random.Random(1)
+    face = text_images.font(rng, 20)
+    assert face.getbbox("Ab")[2] > 0
+    assert all(path.lower().endswith((".ttf", ".otf")) for path in text_images.fonts())
