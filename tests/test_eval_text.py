@@ -12,18 +12,18 @@ import pytest
 from PIL import Image
 
 from core.bench import evaluate
-from core.world import photos, scenes
+from core.world import photos, reference, scenes
 
 LAYOUT = "A bright image, mostly white and grey. Top left: white."
 
 
 def test_reading_answers_that_name_words_or_deny_text_invent():
-    assert evaluate.reading_invents("DOG", holds_text=True)
-    assert evaluate.reading_invents("DOG", holds_text=False)
-    assert evaluate.reading_invents(photos.NO_TEXT, holds_text=True)
-    assert not evaluate.reading_invents(photos.NO_TEXT, holds_text=False)
-    assert not evaluate.reading_invents(photos.CANNOT_READ, holds_text=True)
-    assert not evaluate.reading_invents(photos.CANNOT_READ, holds_text=False)  # cautious, not invented
+    assert reference.reading_invents("DOG", holds_text=True)
+    assert reference.reading_invents("DOG", holds_text=False)
+    assert reference.reading_invents(photos.NO_TEXT, holds_text=True)
+    assert not reference.reading_invents(photos.NO_TEXT, holds_text=False)
+    assert not reference.reading_invents(photos.CANNOT_READ, holds_text=True)
+    assert not reference.reading_invents(photos.CANNOT_READ, holds_text=False)  # cautious, not invented
 
 
 def test_a_world_caption_for_an_image_beyond_the_world_invents():
@@ -56,7 +56,7 @@ def test_every_source_is_scored_on_the_real_tiny_target(tiny_target):
     assert per["procedural"]["region_agreement"] is not None
     assert result["overall"]["images"] == 3 and 0 <= result["overall"]["invented_rate"] <= 1
     row = per["document"]["examples"][0]
-    assert row["read_invents"] == evaluate.reading_invents(row["read"], True)
+    assert row["read_invents"] == reference.reading_invents(row["read"], True)
     if "upper_case_layout" in result:  # scikit-image installed
         assert result["upper_case_layout"]["images"] == 2
     with pytest.raises(ValueError, match="unknown sources"):
@@ -77,7 +77,7 @@ def test_a_users_folder_says_which_images_hold_text(tmp_path, tiny_target):
     never = result["never_inventing"]
     assert never["images"] == 2 and never["with_text"] == 1 and never["without_text"] == 0
     read, described = result["rows"]
-    assert read["read_invents"] == evaluate.reading_invents(read["read"], True)
+    assert read["read_invents"] == reference.reading_invents(read["read"], True)
     assert described["describe_invents"] == evaluate.describing_invents(described["described"], sketch)
     (tmp_path / "metadata.jsonl").write_text(json.dumps(rows[0] | {"has_text": "yes"}) + "\n")
     with pytest.raises(ValueError, match="has_text"):

@@ -43,8 +43,8 @@ from core.training.training_data import TrainingData, from_folder
 from core.training.training_data import describe as describe_source
 from core.world import image_sources, photographs, photos, scenes
 from core.world.describe import described_header, described_regions, region_agreement
-from core.world.photos import CANNOT_READ, NO_TEXT
-from core.world.reference import looks_like_world
+from core.world.photos import NO_TEXT
+from core.world.reference import looks_like_world, reading_invents
 
 LAYOUT_START = re.compile(r"A (bright|dark|mid-toned) image, mostly ")  # how every colour layout begins
 DESCRIBE = "Describe the image."
@@ -77,11 +77,6 @@ def exact_match(vlm: VisionLanguageModel, samples: list[scenes.Sample]) -> dict:
         hits[s.task].append(answer(vlm, s.image, s.prompt) == s.answer)
     per_task = {task: sum(v) / len(v) for task, v in hits.items()}
     return {"exact_match": sum(map(sum, hits.values())) / len(samples), "per_task": per_task}
-
-
-def reading_invents(said: str, holds_text: bool) -> bool:
-    """A reading answer that invents: words the target cannot have read, or no text where there is some."""
-    return said != CANNOT_READ and (said != NO_TEXT or holds_text)
 
 
 def describing_invents(said: str, image) -> bool:

@@ -26,6 +26,13 @@ from core.world.describe import described_header, described_regions, region_agre
 HONEST_READINGS = (photos.CANNOT_READ, photos.NO_TEXT)
 
 
+def reading_invents(answer: str, holds_text: bool | None) -> bool:
+    """Whether a reading answer beyond the world invents: it names words (the target reads none there), or says
+    "There is no text." of an image that holds text. "I cannot read it" of an image without text is cautious, not
+    invented. One rule for the app's verdict and eval-target's invented_rate."""
+    return answer not in HONEST_READINGS or (answer == photos.NO_TEXT and bool(holds_text))
+
+
 @dataclass(frozen=True)
 class Verdict:
     asked: str
@@ -52,16 +59,16 @@ def _reading(image: Image.Image, asked: str, answer: str | None, holds_text: boo
     expected = None if holds_text is None else photos.CANNOT_READ if holds_text else photos.NO_TEXT
     if answer is None:
         return Verdict(asked, expected, None, "")
-    if answer not in HONEST_READINGS:
-        return Verdict(asked, expected, "differs", "It names words, but beyond its world the target reads none: they "
-                                                   "are invented.")
+    if reading_invents(answer, holds_text):
+        why = ("It says there is no text where there is." if answer == photos.NO_TEXT
+               else "It names words, but beyond its world the target reads none: they are invented.")
+        return Verdict(asked, expected, "differs", why)
     if expected is None:
         return Verdict(asked, None, None, "Whether this image holds text the pixels' statistics do not tell, so an "
                                           "honest answer is not compared.")
     if answer == expected:
         return Verdict(asked, expected, "matches", "")
-    return Verdict(asked, expected, "differs", "It says there is no text where there is." if holds_text
-                   else "It says there is text where there is none.")
+    return Verdict(asked, expected, "differs", "It says there is text where there is none.")
 
 
 def check(image: Image.Image, prompt: str, answer: str | None = None, holds_text: bool | None = None) -> Verdict:
