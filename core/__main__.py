@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     bs = sub.add_parser("bench-serve", help="vLLM plain and EAGLE-3 at several concurrencies, and the engine, on the "
                                             "same requests")
     bs.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrent requests")
-    bs.add_argument("--n", type=int, default=16, help="requests: world samples and photographs, half each")
+    bs.add_argument("--n", type=int, help="requests: world samples and photographs, half each (default: 4x the "
+                                          "largest concurrency, so its batch stays full until the last requests)")
     bs.add_argument("--max-new-tokens", dest="max_new_tokens", type=int, default=64)
     bs.add_argument("--gamma", type=int, default=4)
     bs.add_argument("--port", type=int, default=8400)

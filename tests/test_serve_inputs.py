@@ -1,6 +1,7 @@
 """`python -m core serve` refuses bad input with one line before vLLM starts, and leaves nothing running: a drafter
 kind vLLM cannot serve, a drafter made for another target, a `--scope global` REAP checkpoint, the port in use, vLLM
-not installed. Runs with or without vLLM installed."""
+not installed. The race's vLLM lanes say the same in their lane, and the engine's lanes still race. Runs with or
+without vLLM installed."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from core.__main__ import cli
 from core.models.embedded import EMBEDDED_PATHS
 from core.reap.checkpoint import LAYER_EXPERTS
 from core.reap.embedded_moe import MOE_PATH
+from core.serve import lanes
 from core.serve.server import ServeConfig, command
+from core.world import scenes
+from ui.race_tab import run_race
 
 
 def _serve_fails(*argv: str) -> str:
@@ -88,3 +92,29 @@ def test_a_specforge_checkpoint_is_exported_once_for_vllm(tmp_path):
     assert served != sglang and json.loads((served / "config.json").read_text())["speculators_model_type"] == "eagle3"
     again = command(ServeConfig(weights=str(sglang), port=8123))
     assert json.loads(again[again.index("--speculative-config") + 1])["model"] == str(served)
+
+
+def _without_vllm(monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else find_spec(name, *a))
+    monkeypatch.delenv(lanes.URL_VARIABLE, raising=False)
+
+
+def test_without_vllm_the_race_lanes_say_how_to_get_them_and_the_engine_still_races(monkeypatch):
+    _without_vllm(monkeypatch)
+    assert "not installed" in lanes.where() and 'pip install -e ".[serve]"' in lanes.where()
+    sample = scenes.sample("heldout", 1)
+    *_, (board, verdict, summary, *_) = run_race(sample.image, sample.prompt, ["eagle3"], 4, 16, "chain",
+                                                  [lanes.PLAIN, lanes.EAGLE3])
+    assert board.count("vLLM is not installed here: pip install -e &quot;.[serve]&quot;") == 2
+    assert [row[0] for row in summary] == ["AR", "eagle3"] and verdict.startswith("**Lossless:** the eagle3 lane")
+
+
+def test_a_vllm_url_where_nothing_answers_is_the_lanes_error(monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv(lanes.URL_VARIABLE, f"http://127.0.0.1:{port}")
+    lane = lanes.ServedTargets().lane(lanes.EAGLE3, 4)
+    assert lane.done and lane.client is None
+    assert lane.error == f"{lanes.URL_VARIABLE}: no vLLM server answers at http://127.0.0.1:{port} (ConnectError)"

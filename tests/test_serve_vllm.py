@@ -1,6 +1,7 @@
 """vLLM serves what the engine computes: greedy tokens with no drafter and with EAGLE-3 on twelve requests (world
 samples of the four families, whole photographs, crops, 4:3 and 1:3), EAGLE-3's acceptance per position within
-0.05 of the engine's at the same γ, the embedded MoE pruned 50 % by REAP, tensor parallelism 2.
+0.05 of the engine's at the same γ, the embedded MoE pruned 50 % by REAP, tensor parallelism 2; the race's vLLM
+lanes (given by URL, or started on demand) and a server that dies while its lane streams.
 
 Each configuration starts one real vLLM server (core/serve/server.py) for the module and stops it. Skipped where vLLM
 is not installed (`pip install -e ".[serve]"`, docs/serving.md).
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -23,9 +26,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from core.__main__ import cli
 from core.decoding.engine import SpeculativeEngine
 from core.models.registry import load_drafter, load_target
+from core.serve import lanes
 from core.serve.client import VllmClient, image_side
 from core.serve.requests import serve_requests
 from core.serve.server import ServeConfig, VllmServer
+from ui import race_tab
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason='vLLM is not installed (pip install -e ".[serve]", docs/serving.md)')
@@ -123,6 +128,39 @@ def test_eagle3_acceptance_per_position_in_vllm_is_the_engines(eagle3_runs):
           "engine", [round(a, 3) for a in engine_positions])
     assert len(vllm.position_acceptance) == GAMMA
     assert all(abs(a - b) <= 0.05 for a, b in zip(vllm.position_acceptance, engine_positions))
+
+
+PHOTOGRAPH = next(r for r in REQUESTS if r.name.startswith("photograph"))
+
+
+def test_the_race_streams_vllm_lanes_beside_the_engines(plain, eagle3, monkeypatch):
+    """SPECULUM_VLLM_URL names the module's two servers: both lanes give AR's tokens, and the EAGLE-3 lane reads γ
+    and its acceptance from vLLM's own counters."""
+    monkeypatch.setenv(lanes.URL_VARIABLE, f"{plain[0].url},{eagle3[0].url}/")
+    *_, (board, verdict, summary, *_) = race_tab.run_race(PHOTOGRAPH.image, PHOTOGRAPH.prompt, ["eagle3"], GAMMA, NEW,
+                                                           "chain", [lanes.PLAIN, lanes.EAGLE3])
+    assert verdict.startswith("**Lossless:** all 3 lanes produced exactly AR's")
+    rows = {row[0]: row for row in summary}
+    assert rows[lanes.PLAIN][6] == rows[lanes.EAGLE3][6] == "yes"
+    assert rows[lanes.PLAIN][3] == 1.0 and rows[lanes.EAGLE3][3] > 1.5  # τ
+    assert f"γ {GAMMA}: " in board and "(vLLM's counters)" in board
+
+
+def test_a_lane_starts_its_server_on_demand_and_one_that_dies_ends_only_its_lane(monkeypatch):
+    targets = lanes.ServedTargets()
+    monkeypatch.setattr(race_tab, "SERVED", targets)
+    monkeypatch.delenv(lanes.URL_VARIABLE, raising=False)
+    try:
+        for board, verdict, summary, *_ in race_tab.run_race(PHOTOGRAPH.image, PHOTOGRAPH.prompt, ["eagle3"], GAMMA,
+                                                             NEW, "chain", [lanes.PLAIN]):
+            server = targets.started.get(lanes.PLAIN)
+            if "chunk 1:" in board and server.alive():  # its first tokens arrived: kill it mid-answer
+                os.killpg(server.process.pid, signal.SIGKILL)
+    finally:
+        targets.stop()
+    assert "stopped answering after" in board
+    assert [row[0] for row in summary] == ["AR", "eagle3", lanes.PLAIN]  # the cut lane keeps what it had streamed
+    assert verdict.startswith("**Lossless:** the eagle3 lane") and f"{lanes.PLAIN} stopped early" in verdict
 
 
 @pytest.fixture(scope="module")

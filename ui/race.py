@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from core.decoding.engine import DecodingSession
+from core.decoding.metrics import RunStats
 from core.decoding.rounds import Round
 
 
@@ -27,6 +28,10 @@ class Lane:
     @property
     def token_ids(self) -> list[int]:
         return [t for r in self.rounds for t in r.emitted]
+
+    @property
+    def stats(self) -> RunStats:
+        return RunStats.of(self.rounds, self.seconds)
 
     def step(self) -> None:
         start = time.perf_counter()

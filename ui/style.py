@@ -27,6 +27,9 @@ CSS = "\n".join(
 .lane-stats { font-size: 0.85em; opacity: 0.8; margin-top: 6px; padding-top: 4px;
               border-top: 1px solid var(--border-color-primary); }
 .lane-error { color: #dc2626; }
+.lane-wait { opacity: 0.7; font-style: italic; }
+/* vLLM lanes stream chunks of tokens, not rounds: alternate shades tell one chunk from the next */
+.tok.chunk0 { background: #6b72801f; } .tok.chunk1 { background: #6b728042; }
 .replay-head { margin: 4px 0 6px; }
 .replay-draft { display: flex; flex-wrap: wrap; gap: 6px; margin-bottom: 8px; }
 .draft-tok { display: inline-flex; flex-direction: column; align-items: center; padding: 2px 6px; border-radius: 6px;

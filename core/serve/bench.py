@@ -4,7 +4,9 @@ on the same requests (world samples and photographs, core/serve/requests.py), gr
     python -m core bench-serve --concurrency 1,4,16 --json assets/results/bench_serve.json
 
 Per row: output tokens/s (all requests' tokens over the wall time of the batch), mean and p90 latency of a request,
-and how many outputs differ from the engine's AR tokens (0: lossless). Each server is started once (core/serve/
+and how many outputs differ from the engine's AR tokens (0: lossless). At concurrency c a new request starts as soon
+as one ends; with no more requests than c, the batch would only shrink, and the row would measure its slowest
+request. So there are 4x the largest concurrency by default (64 for 1,4,16). Each server is started once (core/serve/
 server.py), warmed with one request, then runs every concurrency; the goals are ratios of rows of this one run.
 """
 
@@ -86,7 +88,7 @@ def run(args) -> None:
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     if 1 not in concurrencies:
         raise ValueError("--concurrency must include 1 (the goals compare against one request at a time)")
-    requests = serve_requests(max(args.n, max(concurrencies)))
+    requests = serve_requests(max(args.n or 4 * max(concurrencies), max(concurrencies)))
     reference, ar_latency = bench_engine(requests, "none", args.gamma, args.max_new_tokens)
     rows = [_row("engine", "none", 1, reference, ar_latency, sum(ar_latency), reference)]
     eagle, latency = bench_engine(requests, "eagle3", args.gamma, args.max_new_tokens)

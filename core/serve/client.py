@@ -65,6 +65,18 @@ class SpecMetrics:
         return self.accepted / self.draft_tokens if self.draft_tokens else None
 
 
+class Refused(RuntimeError):
+    """The server answered, with an error instead of tokens (a prompt too long for its context, ...)."""
+
+
+def _message(body: str) -> str:
+    try:
+        error = json.loads(body).get("error", body)
+    except ValueError:
+        return body[:300]
+    return str(error.get("message", error) if isinstance(error, dict) else error)[:300]
+
+
 _SAMPLE = re.compile(r'^(vllm:spec_decode_num_[a-z_]+?)_total\{([^}]*)\}\s+(\S+)$')
 
 
@@ -92,14 +104,18 @@ class VllmClient:
         return Completion(list(choice["token_ids"]), choice["message"]["content"] or "", time.perf_counter() - start)
 
     def stream(self, image: Image.Image | None, prompt: str, max_tokens: int = 64) -> Iterator[list[int]]:
-        """The token ids of each streamed chunk, as they arrive."""
+        """The token ids of each streamed chunk, as they arrive. A request the server turns down raises Refused."""
         body = self._body(image, prompt, max_tokens, stream=True)
         with self.http.stream("POST", f"{self.url}/v1/chat/completions", json=body) as response:
-            response.raise_for_status()
+            if response.is_error:
+                response.read()
+                raise Refused(f"{response.status_code}: {_message(response.text)}")
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[len("data: "):])
+                if "error" in chunk:
+                    raise Refused(_message(line[len("data: "):]))
                 for choice in chunk.get("choices", []):
                     if choice.get("token_ids"):
                         yield list(choice["token_ids"])
