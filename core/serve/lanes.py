@@ -45,7 +45,7 @@ class ServedLane:
     name: str
     client: VllmClient | None  # None: the lane cannot run (`error` says why)
     gamma: int = 0  # the server's speculative tokens per step, 0 for plain
-    chunks: list[list[int]] = field(default_factory=list)  # token ids as streamed: one chunk per engine step
+    chunks: list[list[int]] = field(default_factory=list)  # token ids as streamed: about one chunk per engine step
     seconds: float = 0.0
     metrics: SpecMetrics | None = None  # EAGLE-3: the server's counters over this request
     error: str | None = None
