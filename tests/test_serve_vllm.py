@@ -29,7 +29,7 @@ from core.models.registry import load_drafter, load_target
 from core.serve import lanes
 from core.serve.client import VllmClient, image_side
 from core.serve.requests import serve_requests
-from core.serve.server import ServeConfig, VllmServer
+from core.serve.server import ServeConfig, VllmServer, free_port
 from ui import race_tab
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
@@ -37,12 +37,6 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
 
 GAMMA, NEW = 4, 64
 REQUESTS = serve_requests(12)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serve(cfg: ServeConfig):
@@ -55,12 +49,12 @@ def _serve(cfg: ServeConfig):
 
 @pytest.fixture(scope="module")
 def plain():
-    yield from _serve(ServeConfig(drafter="none", port=_free_port()))
+    yield from _serve(ServeConfig(drafter="none", port=free_port()))
 
 
 @pytest.fixture(scope="module")
 def eagle3():
-    yield from _serve(ServeConfig(drafter="eagle3", gamma=GAMMA, port=_free_port()))
+    yield from _serve(ServeConfig(drafter="eagle3", gamma=GAMMA, port=free_port()))
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +172,7 @@ MOE_PROMPTS = ["def fibonacci(n):", "The capital of", "import numpy as np\n", "2
 def test_vllm_serves_a_reap_pruned_moe_with_transformers_tokens(pruned_moe):
     tokenizer = AutoTokenizer.from_pretrained(pruned_moe)
     model = AutoModelForCausalLM.from_pretrained(pruned_moe, dtype=torch.float32).eval()
-    cfg = ServeConfig(model=str(pruned_moe), port=_free_port())
+    cfg = ServeConfig(model=str(pruned_moe), port=free_port())
     with VllmServer(cfg) as server:
         for prompt in MOE_PROMPTS:
             ids = tokenizer(prompt).input_ids
@@ -191,14 +185,14 @@ def test_vllm_serves_a_reap_pruned_moe_with_transformers_tokens(pruned_moe):
 
 
 def test_tensor_parallel_2_gives_the_same_tokens(engine_ar):
-    cfg = ServeConfig(drafter="none", tensor_parallel_size=2, port=_free_port())
+    cfg = ServeConfig(drafter="none", tensor_parallel_size=2, port=free_port())
     for server, client in _serve(cfg):
         served = [client.complete(r.image, r.prompt, NEW).token_ids for r in REQUESTS[:6]]
         assert served == [g.token_ids for g in engine_ar[:6]]
 
 
 def test_the_serve_command_prints_a_curl_that_works_and_kill_stops_vllm():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "core", "serve", "--drafter", "none", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

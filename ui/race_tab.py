@@ -11,7 +11,6 @@ import gradio as gr
 
 from core.decoding.engine import MAX_GAMMA, SpeculativeEngine
 from core.decoding.limits import check_prompt
-from core.decoding.metrics import RunStats
 from core.models.registry import DRAFTERS, load_drafter
 from core.serve import lanes as served_lanes
 from core.serve.lanes import SERVED, ServedLane

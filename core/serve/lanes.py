@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from PIL import Image
 from core.decoding.metrics import RunStats
 from core.models.presets import EMBEDDED, vlm_preset
 from core.serve.client import Refused, SpecMetrics, VllmClient, image_side
-from core.serve.server import INSTALL, ServeConfig, VllmServer
+from core.serve.server import INSTALL, ServeConfig, VllmServer, free_port
 
 URL_VARIABLE = "SPECULUM_VLLM_URL"
 PLAIN, EAGLE3 = "vLLM", "vLLM · EAGLE-3"
@@ -93,12 +92,6 @@ class ServedLane:
         yield self
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ServedTargets:
     """The servers behind the vLLM lanes: given by SPECULUM_VLLM_URL, or started here on first use."""
 
@@ -129,7 +122,7 @@ class ServedTargets:
             return server.url, server.cfg.name, server.cfg.gamma if kind == EAGLE3 else 0
         if server is not None:
             server.stop()
-        cfg = ServeConfig(drafter=DRAFTER[kind], gamma=gamma, port=_free_port())
+        cfg = ServeConfig(drafter=DRAFTER[kind], gamma=gamma, port=free_port())
         server = VllmServer(cfg)
         try:
             server.start()

@@ -137,6 +137,13 @@ def _check_port(host: str, port: int) -> None:
             raise ValueError(f"port {port} is in use on {host}: choose another with --port") from None
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now, for a server started here."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def speculators_dir(weights: Path, target: str) -> Path:
     """The checkpoint in the speculators format vLLM loads: itself, or its export under runs/serve-cache/ (made once
     per checkpoint, named by its files)."""
