@@ -29,7 +29,7 @@ from core.decoding.engine import SpeculativeEngine
 from core.models.registry import load_drafter, load_target
 from core.serve import lanes
 from core.serve.client import VllmClient, image_side
-from core.serve.drafter_slots import PADDING_SLOT, slots_by_index
+from core.serve.drafter_slots import slots_by_index
 from core.serve.requests import serve_requests
 from core.serve.server import BOOT, ServeConfig, VllmServer, environment, free_port
 from ui import race_tab
@@ -128,7 +128,7 @@ def test_a_draft_steps_slot_comes_from_its_sequence_index_through_the_block_tabl
     other's is past the model's length (the padding slot)."""
     block_table = torch.tensor([[7, 3, 9], [2, 8, 1]], dtype=torch.int32)
     slots = slots_by_index(torch.tensor([5, 12], dtype=torch.int32), block_table, block_size=4, max_model_len=12)
-    assert slots.tolist() == [3 * 4 + 1, PADDING_SLOT]
+    assert slots.tolist() == [3 * 4 + 1, -1]  # vLLM's PADDING_SLOT_ID
 
 
 def test_every_process_vllms_server_starts_imports_the_fixed_proposer():
