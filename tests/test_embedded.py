@@ -107,9 +107,15 @@ def test_the_shipped_target_names_no_word_it_cannot_read(engine, size, lines, in
     assert engine.generate(image, "What is written here?", max_new_tokens=16).text in HONEST_READINGS
 
 
-@pytest.mark.xfail(strict=True, reason="run 15 answers 'There is no text.' to all three and a world caption to the "
-                                       "first: its tower does not see a line of text at 96x96 (docs/models.md)")
-@pytest.mark.parametrize("size, lines, ink, paper, font_size", ISSUE_IMAGES)
+_STILL_MISSED = {  # run 16's answers (docs/models.md, "What the target cannot do")
+    "OPEN 24 HOURS": "it says there is text it cannot read, but describes the page with a world caption",
+    "Milk, eggs, bread": "it answers 'There is no text.': dark lines of text on white it takes for a page without any",
+}
+
+
+@pytest.mark.parametrize("size, lines, ink, paper, font_size", [
+    pytest.param(*image, marks=pytest.mark.xfail(strict=True, reason=_STILL_MISSED[image[1][0]]))
+    if image[1][0] in _STILL_MISSED else image for image in ISSUE_IMAGES])
 def test_the_shipped_target_says_it_cannot_read_text_it_cannot_read(engine, size, lines, ink, paper, font_size):
     """The same images: it says there is text it cannot read, and describes them by their colour layout, never with
     a world caption."""
@@ -119,3 +125,29 @@ def test_the_shipped_target_says_it_cannot_read_text_it_cannot_read(engine, size
     image = _issue_image(size, lines, ink, paper, font_size)
     assert engine.generate(image, "What is written here?", max_new_tokens=16).text == CANNOT_READ
     assert LAYOUT_START.match(engine.generate(image, "Describe the image.", max_new_tokens=16).text)
+
+
+def test_a_96_pixel_target_resized_to_32_pixel_patches_sees_and_answers_the_same(tokenizer):
+    """Target runs 1-15 saw 96x96 squares in 16-pixel patches; `resized_target` turns one into a 192x192 / 32-pixel
+    target with the same visual tokens, so run 16 starts where run 15 ended."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+    from helpers import TINY_TARGET
+    from PIL import Image
+
+    from core.models.embedded import new_target, resized_target
+
+    torch.manual_seed(0)
+    old = new_target(dataclasses.replace(TINY_TARGET, side=96, patch=16), tokenizer)
+    new = resized_target(old, TINY_TARGET)
+    assert (new.model.config.image_side, new.model.config.vision_config.patch_size) == (192, 32)
+    assert new.pixels([Image.new("RGB", (50, 70))])["image_grid_thw"].tolist() == [[1, 6, 6]]
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (192, 192, 3), dtype=np.uint8))
+    seen = [m.model.get_image_features(**m.pixels([image])).pooler_output[0]
+            for m in (old, new)]
+    # The 96x96 square is the 192x192 one's 2x2 means, up to rounding to whole pixel values.
+    assert torch.allclose(seen[0], seen[1], atol=0.05 * seen[0].abs().max().item())
+    with pytest.raises(ValueError, match="patch grid must stay the same"):
+        resized_target(old, dataclasses.replace(TINY_TARGET, side=160, patch=32))

@@ -98,32 +98,30 @@ def test_sizes_and_aspect_ratios_vary():
     assert min(ratios) < 0.6 and max(ratios) > 1.6 and len(set(sizes)) > 50
 
 
-def test_the_target_trains_on_the_world_and_beyond(tmp_path, tiny_target_dir):
+def test_the_target_trains_on_the_world_and_beyond(tmp_path, tokenizer):
     """Both probes run (vision-only warm-up, then the whole model) on batches of world scenes and other images; a
-    checkpoint from before `image_side` comes out with it, the run is evaluated on both kinds of held-out images, and a
-    run continuing it starts from its probe heads."""
+    checkpoint of target runs 1-15's 96x96 / 16-pixel tower continues as a 192x192 / 32-pixel one, the run is
+    evaluated on both kinds of held-out images, and a run continuing it starts from its probe heads."""
+    import dataclasses
     import json
-    import shutil
-    from pathlib import Path
 
     import torch
     from safetensors.torch import load_file
-    from transformers import AutoConfig
+    from helpers import TINY_TARGET
 
+    from core.models.embedded import new_target, save_vlm
     from core.models.vlm import VisionLanguageModel
     from core.training.target import PROBES, TargetTrainConfig, train
 
-    plain = Path(shutil.copytree(tiny_target_dir, tmp_path / "before-image-side"))
-    config = json.loads((plain / "config.json").read_text())
-    del config["image_side"]
-    (plain / "config.json").write_text(json.dumps(config))
-    assert getattr(AutoConfig.from_pretrained(plain), "image_side", None) is None
+    old = tmp_path / "96-pixel"
+    save_vlm(new_target(dataclasses.replace(TINY_TARGET, side=96, patch=16), tokenizer), old)
     out = tmp_path / "target"
-    train(TargetTrainConfig(steps=2, vision_steps=2, batch=12, warmup=1, init=str(plain), out=str(out), eval_every=100,
-                            eval_n=2, mix="world,photos"))
+    train(TargetTrainConfig(steps=2, vision_steps=2, batch=12, warmup=1, init=str(old), out=str(out), eval_every=100,
+                            eval_n=2, mix="world,photos"), TINY_TARGET)
     log = json.loads((out / "training_log.json").read_text())["log"][-1]
     assert np.isfinite(log["loss"]) and set(log["photos"]) == {"generated", "photographs"}
-    assert VisionLanguageModel.from_pretrained(out).model.config.image_side == 96
+    config = VisionLanguageModel.from_pretrained(out).model.config
+    assert (config.image_side, config.vision_config.patch_size) == (192, 32)
     again = tmp_path / "continued"
     train(TargetTrainConfig(steps=0, init=str(out), out=str(again), mix="world,photos"))
     heads, continued = load_file(out / PROBES), load_file(again / PROBES)
@@ -198,7 +196,7 @@ def test_the_embedded_target_sees_any_image_as_3x3_tokens_that_are_its_regions(t
     pixels[:, :64] = (220, 20, 20)
     pixels[:, 64:] = (20, 40, 220)
     image = Image.fromarray(pixels)
-    assert tiny_target.model.config.image_side == 96
+    assert tiny_target.model.config.image_side == 192
     assert tiny_target.pixels([image])["image_grid_thw"].tolist() == [[1, 6, 6]]
     assert tiny_target.image_processor(images=[image], return_tensors="pt")["image_grid_thw"].tolist() != [[1, 6, 6]]
     probe = RegionProbe(tiny_target.text_config.hidden_size)

@@ -31,7 +31,7 @@ CREDITS = {
     "retina": "Mikael Häggström (CC0)",
 }
 PHOTOS = {name: CREDITS[name] for name in HELDOUT_PHOTOS}
-PHOTO_SIDE = 256  # the target's processor works at ~96x96 anyway; small files keep the page light
+PHOTO_SIDE = 256  # the target sees a 192x192 square anyway; small files keep the page light
 
 
 def _folder() -> Path:

@@ -24,7 +24,6 @@ from transformers import (
 from core.models.loading import save_bf16
 from core.models.tokenizer import train_tokenizer
 from core.models.vlm import VisionLanguageModel
-from core.world import scenes
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "models"
 EMBEDDED_PATHS = {
@@ -55,7 +54,11 @@ class TargetSize:
     vision_hidden: int = 128
     vision_depth: int = 2
     vision_heads: int = 4
-    patch: int = 16
+    # Every image is seen as a 192x192 square in 32-pixel patches: still 3x3 merged visual tokens (the 3x3 regions a
+    # colour layout names), but a line of text or a sign's words gets four times the pixels of the 96x96 / 16-pixel
+    # tower of target runs 1-15, which could not tell them from a photograph's edges.
+    side: int = 192
+    patch: int = 32
     # Standard theta: its slow rotary dimensions are what lets attention match content at any distance. With only
     # 3x3 visual tokens, rotary positions barely tell columns apart (one column step turns the width section by
     # <= 0.003 rad), so the visual tokens carry their cell in their content instead (VisionProbe in train_target).
@@ -71,9 +74,10 @@ class DrafterSize:
     intermediate: int = 768
 
 
-def image_processor(patch: int = 16) -> Qwen2VLImageProcessorPil:
-    # Every image is resized to about 96x96 pixels: 9 visual tokens, so requests stay cheap on a CPU.
-    pixels = scenes.IMAGE_SIZE * scenes.IMAGE_SIZE
+def image_processor(size: TargetSize = TargetSize()) -> Qwen2VLImageProcessorPil:
+    # One square of side x side pixels: 9 visual tokens, so requests stay cheap on a CPU.
+    pixels = size.side * size.side
+    patch = size.patch
     return Qwen2VLImageProcessorPil(
         patch_size=patch, temporal_patch_size=2, merge_size=2, size={"shortest_edge": pixels, "longest_edge": pixels}
     )
@@ -110,7 +114,7 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
             num_heads=size.vision_heads,
             out_hidden_size=size.hidden,
             patch_size=size.patch,
-            window_size=scenes.IMAGE_SIZE * 2,
+            window_size=size.side * 2,  # one window holds the whole image
             fullatt_block_indexes=[size.vision_depth - 1],
         ),
         image_token_id=ids["<|image_pad|>"],
@@ -118,12 +122,33 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,
-        image_side=scenes.IMAGE_SIZE,  # VisionLanguageModel.pixels: every image as a square, its 3x3 tokens the regions
+        image_side=size.side,  # VisionLanguageModel.pixels: every image as a square, its 3x3 tokens the regions
     )
     model = Qwen2_5_VLForConditionalGeneration(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return VisionLanguageModel(model, tokenizer, image_processor(size.patch))
+    return VisionLanguageModel(model, tokenizer, image_processor(size))
+
+
+@torch.no_grad()
+def resized_target(vlm: VisionLanguageModel, size: TargetSize = TargetSize()) -> VisionLanguageModel:
+    """A target of another (side, patch) that answers as `vlm` does: the patch embedding grows by nearest
+    upsampling divided by the area ratio, so a 32-pixel patch of a 2x-upscaled image gives exactly the 16-pixel
+    patch's embedding, and a 192x192 BOX resize averages to the 96x96 one. Every other weight is copied."""
+    patch, side = vlm.model.config.vision_config.patch_size, vlm.model.config.image_side
+    if (patch, side) == (size.patch, size.side):
+        return vlm
+    scale = size.patch // patch
+    if scale * patch != size.patch or side * scale != size.side:
+        raise ValueError(f"cannot resize a tower of {patch}-pixel patches on {side}x{side} to {size.patch}-pixel "
+                         f"patches on {size.side}x{size.side}: the patch grid must stay the same")
+    resized = new_target(size, vlm.tokenizer)
+    state = vlm.model.state_dict()
+    key = next(k for k in state if k.endswith("patch_embed.proj.weight"))
+    state[key] = state[key].repeat_interleave(scale, -1).repeat_interleave(scale, -2) / scale**2
+    resized.model.load_state_dict(state)
+    resized.model.generation_config = vlm.model.generation_config
+    return resized
 
 
 def new_text_drafter(tokenizer, size: DrafterSize = DrafterSize()) -> Qwen2ForCausalLM:

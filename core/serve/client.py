@@ -6,7 +6,7 @@ So this client sends the square, as a PNG data: URL: whatever the image, vLLM an
 It asks greedy chat completions with their token ids, streams them, and reads vLLM's speculative decoding counters
 from its Prometheus endpoint.
 
-    client = VllmClient("http://127.0.0.1:8000", "embedded", image_side=96)
+    client = VllmClient("http://127.0.0.1:8000", "embedded", image_side=192)
     done = client.complete(image, "Describe the image.", max_tokens=64); done.token_ids, done.text, done.seconds
     before = client.spec_metrics(); ...; (client.spec_metrics() - before).position_acceptance
 """

@@ -47,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="target: share of prompts asked in another form (lower / upper case, no closing mark)")
     train.add_argument("--freeze-vision", dest="freeze_vision", action="store_true", default=None,
                        help="target: train the language model only (drafters reading the tower keep their inputs)")
+    train.add_argument("--text-weight", dest="text_weight", type=float,
+                       help="target: weight of the region probe's text loss (which regions, whether any, hold text)")
     train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated)")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
                        "world,photos, the shipped target's), trains on (core/world/mix.py)")

@@ -10,7 +10,7 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   what its four patches hold, which cell it is, and for charts its column's label and value. Without it the LM
   learns the answers' form in a hundred steps, then plateaus for hundreds more before it looks at the image;
   without the cell, it has to tell the 3x3 grid apart by rotary positions alone, which it barely can;
-- beyond the world (`RegionProbe`): the target sees every image as a 96x96 square (`image_side`), so its 3x3 visual
+- beyond the world (`RegionProbe`): the target sees every image as a 192x192 square (`image_side`), so its 3x3 visual
   tokens are the 3x3 regions a colour layout names, and each token must say which region it is and that region's
   colour term, shade and lightness: the answer's facts, readable linearly;
 - `--vision-steps`: the vision tower and probes first train alone, ten times cheaper per step than the full model;
@@ -39,7 +39,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import get_cosine_schedule_with_warmup
 
-from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, save_vlm
+from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, resized_target, save_vlm
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
@@ -68,6 +68,7 @@ class TargetTrainConfig:
     other_forms: float = 0.0  # share of prompts asked in another form (mix.other_form: case, closing mark)
     freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
     boost: str = ""  # "photos/read:3,...": a task drawn that many times as often as its chance of a wrong answer says
+    text_weight: float = 4.0  # RegionProbe's text loss against its colour losses
 
 
 class VisionProbe(torch.nn.Module):
@@ -116,16 +117,19 @@ class VisionProbe(torch.nn.Module):
 
 class RegionProbe(torch.nn.Module):
     """Linear heads (discarded after training) for images beyond the world, which have no patch labels: the target
-    sees every image as a 96x96 square (`image_side`), so its 3x3 visual tokens are the layout's 3x3 regions, and each
+    sees every image as a square (`image_side`), so its 3x3 visual tokens are the layout's 3x3 regions, and each
     token must say which region it is and that region's answer as core/world/describe.py computes it: the colour term,
     light / plain / dark, and the mean lightness (which the brightest-region answer compares). The answers' facts,
     readable linearly, so the LM finds "the top-left token" by content (as VisionProbe's cell head does in the world)
-    and copies its colour instead of deriving it."""
+    and copies its colour instead of deriving it. Which regions hold text weighs `text_weight` times the others, and
+    the most text-like token must also say whether the image holds any: at 1x the tower learned the colours and not
+    a slide's line of text (docs/experiments.md, "can the tower of target run 15 learn where text is?")."""
 
     SHADES = ("", "light ", "dark ")
 
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, text_weight: float = 4.0):
         super().__init__()
+        self.text_weight = text_weight
         self.heads = torch.nn.ModuleDict({"cell": torch.nn.Linear(hidden, len(scenes.POSITIONS)),
                                           "term": torch.nn.Linear(hidden, len(describe.TERMS)),
                                           "shade": torch.nn.Linear(hidden, len(self.SHADES)),
@@ -147,15 +151,21 @@ class RegionProbe(torch.nn.Module):
         targets = self.targets(samples)
         if features.shape[0] != targets["term"].shape[0]:
             raise ValueError(f"{features.shape[0]} visual tokens for {len(samples)} images: the probe needs 3x3 "
-                             "tokens per image (a config with image_side = 96)")
+                             "tokens per image (a config whose image_side is 3 merged patches)")
         seen = torch.nn.functional.rms_norm(features, features.shape[-1:])  # the tower's outputs are large
         out = {"cell": torch.nn.functional.cross_entropy(self.heads["cell"](seen), targets["cell"]),
                "term": torch.nn.functional.cross_entropy(self.heads["term"](seen), targets["term"]),
                "shade": torch.nn.functional.cross_entropy(self.heads["shade"](seen), targets["shade"]),
                "lightness": 10 * torch.nn.functional.mse_loss(self.heads["lightness"](seen).squeeze(-1),
                                                               targets["lightness"])}
-        if (targets["text"] != -100).any():  # which regions hold text: what a reading answer must first know
-            out["text"] = torch.nn.functional.cross_entropy(self.heads["text"](seen), targets["text"], ignore_index=-100)
+        known = targets["text"].view(-1, len(scenes.POSITIONS))[:, 0] != -100
+        if known.any():  # which regions hold text: what a reading answer must first know
+            logits = self.heads["text"](seen)
+            regions = torch.nn.functional.cross_entropy(logits, targets["text"], ignore_index=-100)
+            margin = (logits[:, 1] - logits[:, 0]).view(-1, len(scenes.POSITIONS))[known]
+            holds = (targets["text"].view(-1, len(scenes.POSITIONS))[known] == 1).any(1).float()
+            image = torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
+            out["text"] = self.text_weight * (regions + image)
         return out
 
     @torch.no_grad()
@@ -189,11 +199,11 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     from core.bench.evaluate import exact_match, on_photos
 
     torch.manual_seed(cfg.seed)
-    vlm = VisionLanguageModel.from_pretrained(cfg.init) if cfg.init else new_target(size)
-    vlm.model.config.image_side = scenes.IMAGE_SIZE  # as new_target's: a checkpoint from before image_side gains it
+    # A checkpoint of another image side (runs 1-15: 96x96, 16-pixel patches) continues as one of `size`'s.
+    vlm = resized_target(VisionLanguageModel.from_pretrained(cfg.init), size) if cfg.init else new_target(size)
     model = vlm.model.train()
     probe = VisionProbe(vlm.text_config.hidden_size)
-    region_probe = RegionProbe(vlm.text_config.hidden_size)
+    region_probe = RegionProbe(vlm.text_config.hidden_size, cfg.text_weight)
     probes = torch.nn.ModuleDict({"world": probe, "beyond": region_probe})
     if cfg.init and (Path(cfg.init) / PROBES).is_file():  # a head added since (text) starts fresh
         probes.load_state_dict(load_file(Path(cfg.init) / PROBES), strict=False)

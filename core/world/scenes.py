@@ -6,8 +6,9 @@ Four task families, each a small cousin of a public benchmark:
   ocr      read back words and numbers rendered in the image             ~ OCRBench
   chart    read values and labels off a small bar or line chart          ~ ChartQA
 
-Images are 96x96: a 3x3 grid of 32-pixel cells, so one merged Qwen2.5-VL visual token (16-pixel patches,
-2x2 merge) covers exactly one cell; that alignment is what lets tiny models learn the world on a CPU.
+Images are 96x96: a 3x3 grid of 32-pixel cells, so one merged Qwen2.5-VL visual token covers exactly one cell (the
+embedded target sees the scene as 192x192 in 32-pixel patches, merged 2x2; 96x96 in 16-pixel patches up to run 15);
+that alignment is what lets tiny models learn the world on a CPU.
 Every sample is a pure function of (split, index), so train and held-out splits never drift.
 
     python -m core.world.scenes            # writes a few samples to /tmp/world_*.png and prints their Q/A
@@ -72,7 +73,7 @@ class Sample:
     patch_labels: tuple[int, ...] | None = None  # PATCH_GRID**2 classes, row-major; None where not labelled
     chart_columns: tuple[tuple[str, int], ...] | None = None  # (label, value) of each cell column of a chart
     # Beyond the world (core/world/photos.py): whether the image holds text (None: not known) and, where drawn here,
-    # which of the 3x3 regions of the 96x96 square the model sees hold some of it.
+    # which of the 3x3 regions of the square the model sees hold some of it.
     holds_text: bool | None = None
     text_regions: tuple[bool, ...] | None = None
 

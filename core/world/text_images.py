@@ -13,9 +13,9 @@ Sources, each drawn at a random size and aspect ratio:
               paper, so that "a light image with dark marks" does not mean a world scene or text
 
 Every generator returns (image, mask): the mask is white where ink of text was drawn, so `text_regions` can say which
-of the 3x3 regions of the 96x96 square the model sees hold text. Fonts are the TrueType / OpenType files of the
-machine's font directories (Debian packages: core/world/image_sources.py installs them) and Pillow's own; the same
-(split, index) draws the same sample on a machine with the same fonts.
+of the 3x3 regions of the square the model sees hold text (measured on a 96x96 copy). Fonts are the TrueType /
+OpenType files of the machine's font directories (Debian packages: core/world/image_sources.py installs them) and
+Pillow's own; the same (split, index) draws the same sample on a machine with the same fonts.
 
     python -m core.world.text_images        # writes a few of each source to /tmp/text_*.png
 """
@@ -187,7 +187,7 @@ def free_text(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]
     per_line = max(1, total // n_lines)
     lines = [line(rng, per_line) for _ in range(n_lines)]
     widest = max(len(t) for t in lines)
-    # From text a few pixels high at the model's 96x96 to text that fills the image.
+    # From text a few pixels high at 96x96 to text that fills the image.
     low = max(6, int(3 * h / 96))
     high = max(low + 1, int(min(h / (1.3 * n_lines), 1.7 * w / max(widest, 1))))
     size = rng.randint(low, max(low, high))
@@ -468,7 +468,7 @@ def text_regions(mask: Image.Image, side: int = 96) -> tuple[bool, ...]:
 
 def draw(source: str, rng: random.Random, split: str) -> tuple[Image.Image, tuple[bool, ...]]:
     """One image of a source and its text regions (all False for a drawing). A source with text draws again where
-    its text is too thin to count in any region at the model's 96x96 (rare: it still holds text after 8 tries)."""
+    its text is too thin to count in any region at 96x96 (rare: it still holds text after 8 tries)."""
     for _ in range(8):
         image, mask = GENERATORS[source](rng, split)
         regions = text_regions(mask)
