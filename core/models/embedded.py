@@ -77,9 +77,9 @@ class DrafterSize:
 def image_processor(size: TargetSize = TargetSize()) -> Qwen2VLImageProcessorPil:
     # One square of side x side pixels: 9 visual tokens, so requests stay cheap on a CPU.
     pixels = size.side * size.side
-    patch = size.patch
     return Qwen2VLImageProcessorPil(
-        patch_size=patch, temporal_patch_size=2, merge_size=2, size={"shortest_edge": pixels, "longest_edge": pixels}
+        patch_size=size.patch, temporal_patch_size=2, merge_size=2,
+        size={"shortest_edge": pixels, "longest_edge": pixels},
     )
 
 
@@ -134,7 +134,8 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
 def resized_target(vlm: VisionLanguageModel, size: TargetSize = TargetSize()) -> VisionLanguageModel:
     """A target of another (side, patch) that answers as `vlm` does: the patch embedding grows by nearest
     upsampling divided by the area ratio, so a 32-pixel patch of a 2x-upscaled image gives exactly the 16-pixel
-    patch's embedding, and a 192x192 BOX resize averages to the 96x96 one. Every other weight is copied."""
+    patch's embedding, and the 2x2 means of a 192x192 BOX resize are the 96x96 one up to rounding. Every other
+    weight is copied."""
     patch, side = vlm.model.config.vision_config.patch_size, vlm.model.config.image_side
     if (patch, side) == (size.patch, size.side):
         return vlm
