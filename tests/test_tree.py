@@ -192,7 +192,7 @@ def test_a_causal_lm_tree_scores_each_node_as_its_branch_read_plainly(name):
     chain = load_drafter(name)
     drafter = copy.copy(chain)
     drafter.tree = TreeShape(top_k=2, total=10)
-    for s in scenes.sample("heldout", 5), photos.sample("heldout", 0, "layout"):
+    for s in scenes.sample("heldout", 5, "caption"), photos.sample("heldout", 0, "layout"):
         session = engine.open(s.image, s.prompt, drafter)
         for _ in range(3):  # the prefill and two tree rounds: the next tree grows from a cache they have cropped
             session.step()
