@@ -127,7 +127,7 @@ def test_the_shipped_target_says_it_cannot_read_text_it_cannot_read(engine, size
     assert LAYOUT_START.match(engine.generate(image, "Describe the image.", max_new_tokens=16).text)
 
 
-def test_a_96_pixel_target_resized_to_32_pixel_patches_sees_and_answers_the_same(tokenizer):
+def test_a_96_pixel_target_resized_to_32_pixel_patches_sees_the_same(tokenizer):
     """Target runs 1-15 saw 96x96 squares in 16-pixel patches; `resized_target` turns one into a 192x192 / 32-pixel
     target with the same visual tokens, so run 16 starts where run 15 ended."""
     import dataclasses

@@ -158,12 +158,13 @@ class RegionProbe(torch.nn.Module):
                "shade": torch.nn.functional.cross_entropy(self.heads["shade"](seen), targets["shade"]),
                "lightness": 10 * torch.nn.functional.mse_loss(self.heads["lightness"](seen).squeeze(-1),
                                                               targets["lightness"])}
-        known = targets["text"].view(-1, len(scenes.POSITIONS))[:, 0] != -100
+        per_image = targets["text"].view(-1, len(scenes.POSITIONS))
+        known = per_image[:, 0] != -100
         if known.any():  # which regions hold text: what a reading answer must first know
             logits = self.heads["text"](seen)
             regions = torch.nn.functional.cross_entropy(logits, targets["text"], ignore_index=-100)
             margin = (logits[:, 1] - logits[:, 0]).view(-1, len(scenes.POSITIONS))[known]
-            holds = (targets["text"].view(-1, len(scenes.POSITIONS))[known] == 1).any(1).float()
+            holds = (per_image[known] == 1).any(1).float()
             image = torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
             out["text"] = self.text_weight * (regions + image)
         return out
