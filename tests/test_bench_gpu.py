@@ -7,8 +7,12 @@ the scripted drafter stays lossless, and the scripted acceptance rate gives the 
 from __future__ import annotations
 
 import pytest
+import torch
+from PIL import Image
+from transformers import AutoTokenizer
 
-from core.bench.gpu import GpuBenchConfig, _accept_probability, bench
+from core.bench.gpu import SIZES, GpuBenchConfig, _accept_probability, _target, bench
+from core.models.embedded import EMBEDDED_PATHS
 
 
 @pytest.mark.parametrize("tau, gamma", [(1.0, 4), (2.0, 4), (3.5, 4), (5.0, 4), (3.0, 8)])
@@ -43,3 +47,12 @@ def test_tiny_run_reports_every_part():
     assert row["tau_asked"] == TAU and abs(row["tau"] - TAU) < TAU_TOLERANCE, row
     reap = report["reap_layerwise"]
     assert reap["same_ranking"] and reap["reap_scores_max_rel_diff"] < 1e-4 and reap["layerwise_s"] > 0
+
+
+def test_random_target_reads_an_image_in_its_own_patches():
+    # The hub-size tower cuts 14-pixel patches; a processor of the embedded target's 32 would not fit its embedding.
+    tokenizer = AutoTokenizer.from_pretrained(EMBEDDED_PATHS["target"])
+    target = _target("tiny-target", tokenizer, torch.device("cpu"), torch.float32)
+    request = target.prepare(Image.new("RGB", (56, 84), (200, 40, 40)), "Describe the image.")
+    assert request.pixel_values.shape[-1] == 3 * 2 * 14 * 14
+    assert target.encode_image(request).pooler_output[0].shape == (6, SIZES["tiny-target"]["hidden_size"])

@@ -31,6 +31,7 @@ from transformers import (
     Qwen2_5_VLForConditionalGeneration,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2VLImageProcessorPil,
 )
 
 from core.decoding.engine import SpeculativeEngine
@@ -38,7 +39,7 @@ from core.decoding.fast_path import FastPath
 from core.decoding.session import DraftContext, PrefillRecord
 from core.drafters.base import DraftProposal
 from core.drafters.text import TextDrafter
-from core.models.embedded import EMBEDDED_PATHS, image_processor
+from core.models.embedded import EMBEDDED_PATHS
 from core.models.vlm import VisionLanguageModel
 
 # Text-decoder sizes of the hub models (their config.json); the vision tower keeps Qwen2.5-VL's default size.
@@ -90,7 +91,10 @@ def _target(size: str, tokenizer, device, dtype) -> VisionLanguageModel:
                               image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"))
     with torch.device(device):
         model = Qwen2_5_VLForConditionalGeneration(config).to(dtype)
-    return VisionLanguageModel(model.eval(), tokenizer, image_processor())
+    # The processor of this tower's own patches (the hub's 14 pixels), not the embedded target's.
+    processor = Qwen2VLImageProcessorPil(patch_size=config.vision_config.patch_size,
+                                         merge_size=config.vision_config.spatial_merge_size)
+    return VisionLanguageModel(model.eval(), tokenizer, processor)
 
 
 def _drafter(size: str, device, dtype) -> TextDrafter:
