@@ -82,6 +82,14 @@ def test_folder_without_metadata_gets_the_default_prompt(tmp_path):
     assert [s.image.size for s in data] == [(64, 64), (32, 48), (96, 96)]
 
 
+def test_rows_without_a_prompt_get_the_default_one(tmp_path):
+    # A folder labelled only with which images hold text (eval-target --images --prompt ...) needs no prompts.
+    rows = [{"file_name": "square.png", "has_text": True}, {"file_name": "wide.jpg", "has_text": False}]
+    data = training_data.from_folder(_write_metadata(_write_images(tmp_path), rows))
+    assert [(s.prompt, s.holds_text) for s in data[0:2]] == [(training_data.DEFAULT_PROMPT, True),
+                                                             (training_data.DEFAULT_PROMPT, False)]
+
+
 def _bad_json(folder):
     _write_metadata(folder, [ROWS[0]], extra_lines=['{"file_name": "square.png", "prompt": '])
 
@@ -103,8 +111,8 @@ BAD_FOLDERS = {
     "not an object": (lambda f: _write_metadata(f, [], ['["square.png"]']), r"metadata.jsonl line 1: expected a JSON"),
     "missing file_name": (lambda f: _write_metadata(f, [ROWS[0], {"prompt": "Hi?"}]),
                           r"metadata.jsonl line 2: missing 'file_name'"),
-    "missing prompt": (lambda f: _write_metadata(f, [{"file_name": "square.png"}]),
-                       r"metadata.jsonl line 1: missing 'prompt'"),
+    "blank prompt": (lambda f: _write_metadata(f, [{"file_name": "square.png", "prompt": " "}]),
+                     r"metadata.jsonl line 1: 'prompt' must be a non-empty string"),
     "answer not a string": (lambda f: _write_metadata(f, [{**ROWS[0], "answer": 2}]),
                             r"metadata.jsonl line 1: 'answer' must be a string"),
     "image missing": (lambda f: _write_metadata(f, [ROWS[0], {"file_name": "gone.png", "prompt": "Hi?"}]),

@@ -6,10 +6,11 @@ rather than the procedural world (core/world/scenes.py), so a drafter learns wha
     python -m core.training.training_data DIR                    # checks a folder and prints how many examples it holds
 
 A folder follows Hugging Face's ImageFolder convention: DIR holds the images and a metadata.jsonl, one JSON object
-per line with `file_name` (relative to DIR), `prompt`, and optionally `answer` (the ground truth; MASSV phase 1
-trains on it), `task` (default "custom") and `has_text` (true / false: whether the image holds text, which
-`eval-target --images` scores reading answers by). Without metadata.jsonl, every image in DIR gets the prompt
-"Describe the image." and no answer. A dataset needs the columns `image` and `prompt` (`answer`, `task` optional).
+per line with `file_name` (relative to DIR) and optionally `prompt` (default "Describe the image."), `answer` (the
+ground truth; MASSV phase 1 trains on it), `task` (default "custom") and `has_text` (true / false: whether the image
+holds text, which `eval-target --images` scores reading answers by, so a folder labelled for that needs no prompts).
+Without metadata.jsonl, every image in DIR gets the prompt "Describe the image." and no answer. A dataset needs the
+columns `image` and `prompt` (`answer`, `task` optional).
 
 Examples are `scenes.Sample`s (answer None where unknown). Images are read when a sample is taken, not at load, so
 a folder of large photos never sits in memory at once; at load every image is opened once (its header only), so
@@ -121,10 +122,11 @@ def _metadata_example(folder: Path, where: str, line: str) -> Example:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not valid JSON ({exc})") from None
     if not isinstance(row, dict):
-        raise ValueError(f"{where}: expected a JSON object with file_name and prompt")
-    for key in ("file_name", "prompt"):
-        if not isinstance(row.get(key), str) or not row[key].strip():
-            raise ValueError(f"{where}: missing '{key}'")
+        raise ValueError(f"{where}: expected a JSON object with file_name (and prompt, answer, ...)")
+    if not isinstance(row.get("file_name"), str) or not row["file_name"].strip():
+        raise ValueError(f"{where}: missing 'file_name'")
+    if "prompt" in row and (not isinstance(row["prompt"], str) or not row["prompt"].strip()):
+        raise ValueError(f"{where}: 'prompt' must be a non-empty string (leave it out for \"{DEFAULT_PROMPT}\")")
     for key in ("answer", "task"):
         if row.get(key) is not None and not isinstance(row[key], str):
             raise ValueError(f"{where}: '{key}' must be a string")
@@ -132,7 +134,7 @@ def _metadata_example(folder: Path, where: str, line: str) -> Example:
         raise ValueError(f"{where}: 'has_text' must be true or false")
     _check_image(folder / row["file_name"], f"{where}: {row['file_name']}")
     return Example({"data_dir": repo_relative(folder), "file_name": row["file_name"]}, row.get("task") or DEFAULT_TASK,
-                   row["prompt"], row.get("answer"), row.get("has_text"))
+                   row.get("prompt", DEFAULT_PROMPT), row.get("answer"), row.get("has_text"))
 
 
 def _check_image(path: Path, where: str) -> None:
