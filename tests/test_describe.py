@@ -97,7 +97,11 @@ def test_the_apps_line_compares_only_what_the_pixels_answer():
     assert "**matches**" in what_the_pixels_say(image, "What animal is this?", honest)
     said = reference.replace("Top: blue, blue", "Top: red, light blue")  # light / dark ignored, as in eval-target
     line = what_the_pixels_say(image, "Describe the image.", said)
-    assert "8 of the 9 regions' colours agree" in line and "first sentence" not in line
+    assert "8 of the 9 regions' colours agree (1 of them in another shade: light / dark)" in line
+    assert "first sentence" not in line
+    paler = reference.replace("Top: blue, blue, blue", "Top: light blue, light blue, blue")
+    assert "9 of the 9 regions' colours agree (2 of them in another shade: light / dark)." in \
+        what_the_pixels_say(image, "Describe the image.", paler)
     twice = reference.replace("mostly blue.", "mostly blue and blue.")  # the target's most common header slip
     assert "9 of the 9 regions' colours agree, and its first sentence (tone, main colours) differs" in \
         what_the_pixels_say(image, "Describe the image.", twice)

@@ -86,6 +86,12 @@ def check(image: Image.Image, prompt: str, answer: str | None = None, holds_text
     if described_regions(expected):
         if described_regions(said):
             reason = f"{round(9 * region_agreement(expected, said))} of the 9 regions' colours agree"
+            # Agreement ignores light / dark (as eval-target's does); a differing answer whose terms all agree
+            # must still say what differs.
+            shades = sum(a != b and a.split()[-1] == b.split()[-1]
+                         for a, b in zip(described_regions(expected), described_regions(said)))
+            if shades:
+                reason += f" ({shades} of them in another shade: light / dark)"
             if described_header(said) != described_header(expected):
                 reason += ", and its first sentence (tone, main colours) differs"
             reason += "."
