@@ -467,14 +467,19 @@ def text_regions(mask: Image.Image, side: int = 96) -> tuple[bool, ...]:
 
 
 def draw(source: str, rng: random.Random, split: str) -> tuple[Image.Image, tuple[bool, ...]]:
-    """One image of a source and its text regions (all False for a drawing). A source with text draws again where
-    its text is too thin to count in any region at 96x96 (rare: it still holds text after 8 tries)."""
+    """One image of a source and its text regions (all False for a drawing)."""
+    image, mask = draw_with_mask(source, rng, split)
+    return image, text_regions(mask)
+
+
+def draw_with_mask(source: str, rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
+    """One image of a source and its text mask. A source with text draws again where its text is too thin to count
+    in any region at 96x96 (rare: it still holds text after 8 tries)."""
     for _ in range(8):
         image, mask = GENERATORS[source](rng, split)
-        regions = text_regions(mask)
-        if source not in WITH_TEXT or any(regions):
+        if source not in WITH_TEXT or any(text_regions(mask)):
             break
-    return image, regions
+    return image, mask
 
 
 if __name__ == "__main__":

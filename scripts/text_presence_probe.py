@@ -1,0 +1,287 @@
+"""Which vision tower can learn where text is, given text presence alone? A probe, not part of the app.
+
+    python scripts/text_presence_probe.py [--variants tower,tower-dense,dense,cnn] [--steps 1200] [--json PATH]
+
+Each variant trains on RegionProbe's text term (core/training/target.py: which of the 3x3 visual tokens' regions hold
+text, and the most text-like token whether the image holds any), with none of the colour losses beside it that the
+target's own training has. The first five start from the shipped target's tower (assets/models/target):
+  frozen   the tower as shipped, the head alone: what its visual tokens carry linearly
+  tower    the tower trains too
+  deeper   the tower grown by `--grow` blocks first, copies of its last block whose output projections start at zero,
+           so the grown tower computes exactly the shipped one's features before its first step
+  wider    every block's MLP `--widen` times as wide, the new units' output weights at zero (the same features too)
+  tower-dense  `tower`, each of its 6x6 patches of 32 pixels (before the merger) also saying whether it holds ink of
+           text (weight `--dense`): dense supervision, as the world's VisionProbe gives each patch its class
+  fine     a fresh tower (random weights, `--grow` + 2 blocks) of 16-pixel patches merged 4x4: a 12x12 patch grid of
+           the same 192x192 square, still 3x3 visual tokens, each patch a quarter of the shipped one's pixels
+  fine8    a fresh tower as `fine`, of 8-pixel patches merged 8x8 (a 24x24 grid), 32 wide (its merger, 32 x 64 wide,
+           stays near `fine`'s size), the blocks before the last attending within one region
+  dense    `fine8` with `tower-dense`'s per-patch loss on its 24x24 patches
+  cnn      not a Qwen2.5-VL tower: five strided 3x3 / 5x5 convolutions from the 192x192 square to 3x3 features of
+           the target's width, a reference for whether the images and labels can be learned at this budget at all
+Every variant sees the same training images (every source of core/world/photos.py in turn, the "read" task); each is
+scored every `--eval-every` steps on `--heldout` held-out images of every source (indices 50000..) and on the first
+480 training images (`score`: accuracy of "holds text" and a threshold-free AUC, per source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+import torch  # noqa: E402
+
+from core.models.embedded import EMBEDDED_PATHS  # noqa: E402
+from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
+from core.world import photos, text_images  # noqa: E402
+from transformers import Qwen2VLImageProcessorPil  # noqa: E402  (after core: it makes torchvision import)
+from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import get_vision_window_index  # noqa: E402
+
+REGIONS = 9
+PATCH_INK = 0.02  # share of a patch's pixels that must be ink for the dense variants' label "holds text"
+
+
+def _drawn(split: str, i: int) -> tuple:
+    """(square, region labels, source, the square's text mask at 192x192 or None where not known)."""
+    source = photos.SOURCES[i % len(photos.SOURCES)]
+    if source in text_images.SOURCES:  # as photos.sample draws it (the same rng), keeping the mask
+        image, mask = text_images.draw_with_mask(source, random.Random(f"photos/{split}/{source}/read/{i}"), split)
+        regions = [int(t) for t in text_images.text_regions(mask)]
+        return (model_input(image, 192), regions, source,
+                np.asarray(mask.resize((192, 192), Image.Resampling.BOX), dtype=np.float32) / 255)
+    sample = photos.sample(split, i, "read", source)
+    if not sample.text_regions:  # a photograph that may show text: not scored
+        return model_input(sample.image, 192), [-100] * REGIONS, source, None
+    return model_input(sample.image, 192), [0] * REGIONS, source, np.zeros((192, 192), np.float32)
+
+
+def images_of(split: str, indices: range, pool) -> tuple[list, torch.Tensor, list[str], list]:
+    """The squares the target sees, their region labels [N, 9] (-100 where unknown), sources (cycling) and text
+    masks."""
+    squares, labels, sources, masks = zip(*pool.starmap(_drawn, [(split, i) for i in indices], chunksize=8))
+    return list(squares), torch.tensor(labels), list(sources), list(masks)
+
+
+def grow(visual: torch.nn.Module, blocks: int) -> None:
+    """Append copies of the last block whose residual outputs (attention and MLP projections) are zero."""
+    for _ in range(blocks):
+        block = copy.deepcopy(visual.blocks[-1])
+        torch.nn.init.zeros_(block.attn.proj.weight)
+        torch.nn.init.zeros_(block.attn.proj.bias)
+        torch.nn.init.zeros_(block.mlp.down_proj.weight)
+        torch.nn.init.zeros_(block.mlp.down_proj.bias)
+        visual.blocks.append(block)
+    visual.config.depth += blocks
+
+
+def widen(visual: torch.nn.Module, factor: int) -> None:
+    """Every block's MLP `factor` times as wide: the new hidden units start random, their output weights at zero."""
+    for block in visual.blocks:
+        mlp = block.mlp
+        width = mlp.gate_proj.out_features
+        for name in ("gate_proj", "up_proj"):
+            old = getattr(mlp, name)
+            new = torch.nn.Linear(old.in_features, width * factor)
+            new.weight.data[:width], new.bias.data[:width] = old.weight.data, old.bias.data
+            setattr(mlp, name, new)
+        old = mlp.down_proj
+        new = torch.nn.Linear(width * factor, old.out_features)
+        torch.nn.init.zeros_(new.weight)
+        new.weight.data[:, :width], new.bias.data[:] = old.weight.data, old.bias.data
+        mlp.down_proj = new
+    visual.config.intermediate_size *= factor
+
+
+def refine(vlm: VisionLanguageModel, depth: int, patch: int, merge: int, hidden: int | None = None,
+           heads: int | None = None, window: int | None = None) -> None:
+    """Replace the tower by a fresh one of `patch`-pixel patches merged `merge` x `merge` (the same 3x3 visual tokens
+    of the same square), and the image processor by one that cuts such patches. `window`: the pixels of a window
+    of the blocks before the last (full attention), default the whole square."""
+    config = copy.deepcopy(vlm.model.config.vision_config)
+    config.patch_size, config.spatial_merge_size, config.depth = patch, merge, depth
+    config.fullatt_block_indexes = [depth - 1]
+    if hidden:
+        config.hidden_size, config.intermediate_size, config.num_heads = hidden, 2 * hidden, heads
+    config.window_size = window or config.window_size
+    vlm.model.model.visual = type(vlm.model.model.visual)._from_config(config)
+    vlm.image_processor = Qwen2VLImageProcessorPil(patch_size=patch, temporal_patch_size=2, merge_size=merge,
+                                                   size=vlm.image_processor.size)
+
+
+def text_loss(head: torch.nn.Linear, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """RegionProbe's text term: per-region cross-entropy plus the image-level loss on the largest margin."""
+    logits = head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
+    regions = torch.nn.functional.cross_entropy(logits, labels.view(-1), ignore_index=-100)
+    known = labels[:, 0] != -100
+    margin = (logits[:, 1] - logits[:, 0]).view(-1, REGIONS)[known]
+    holds = (labels[known] == 1).any(1).float()
+    image = torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
+    return regions + image
+
+
+class ConvEncoder(torch.nn.Module):
+    """The cnn reference: the square to one feature per 64x64 region, [N * 9, width] in reading order."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        channels = (3, 32, 64, 64, 128, width)
+        layers = []
+        for i, (a, b) in enumerate(zip(channels, channels[1:])):
+            layers += [torch.nn.Conv2d(a, b, 5 if i == 0 else 3, stride=2, padding=2 if i == 0 else 1),
+                       torch.nn.GELU()]
+        self.net = torch.nn.Sequential(*layers, torch.nn.AvgPool2d(2))  # 192 -> 6 -> 3
+
+    def forward(self, squares: list) -> torch.Tensor:
+        pixels = torch.stack([torch.from_numpy(np.asarray(sq, dtype=np.float32)) for sq in squares]).permute(0, 3, 1, 2)
+        return self.net(pixels / 127.5 - 1).flatten(2).transpose(1, 2).reshape(-1, self.net[-3].out_channels)
+
+
+def tower_encoder(vlm: VisionLanguageModel):
+    """The visual tokens [N * 9, width]; `encode.patches` keeps the patches' states before the merger, in the image
+    processor's order (merged tokens row-major, then the patches inside each), for the dense variants."""
+    def encode(squares: list) -> torch.Tensor:
+        pixels = vlm.pixels(squares)
+        out = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
+        visual = vlm.model.model.visual
+        unit = visual.spatial_merge_size ** 2
+        window_index, _ = get_vision_window_index(pixels["image_grid_thw"], visual.spatial_merge_size,
+                                                  visual.window_size, visual.patch_size)
+        hidden = out.last_hidden_state  # in window order: back to the processor's
+        encode.patches = hidden.view(-1, unit, hidden.shape[-1])[torch.argsort(window_index)].view(hidden.shape)
+        return torch.cat(out.pooler_output)
+    return encode
+
+
+def patch_labels(masks: list, grid: int, merge: int) -> torch.Tensor:
+    """Whether each patch of a grid x grid square holds ink of text (PATCH_INK of its pixels), in the image
+    processor's order; -100 for an image whose mask is not known."""
+    rows = []
+    for mask in masks:
+        if mask is None:
+            rows.append(torch.full((grid * grid,), -100))
+            continue
+        side = mask.shape[0] // grid
+        ink = torch.from_numpy(mask).view(grid, side, grid, side).mean((1, 3)) > PATCH_INK
+        units = ink.view(grid // merge, merge, grid // merge, merge).permute(0, 2, 1, 3)
+        rows.append(units.reshape(-1).long())
+    return torch.cat(rows)
+
+
+@torch.no_grad()
+def score(encode, head, squares, labels, sources) -> dict[str, dict[str, float]]:
+    """Per source: `accuracy`, the share whose "holds text" (any region's margin > 0) is right, and `auc`, how often
+    an image's margin (its largest region's) ranks on the right side of an image of the other kind (text against no
+    text, of every source): separation whatever the threshold."""
+    features = encode(squares)
+    logits = head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
+    margin = (logits[:, 1] - logits[:, 0]).view(-1, REGIONS).max(1).values
+    truth = (labels == 1).any(1)
+    known = labels[:, 0] != -100
+    out = {}
+    for source in photos.SOURCES:
+        mine = [i for i, s in enumerate(sources) if s == source and known[i]]
+        if not mine:
+            continue
+        has_text = bool(truth[mine[0]])
+        others = margin[known & (truth != has_text)]
+        sign = 1 if has_text else -1
+        pairs = sign * (margin[mine][:, None] - others[None, :])
+        out[source] = {"accuracy": round(float(((margin[mine] > 0) == truth[mine]).float().mean()), 3),
+                       "auc": round(float((pairs > 0).float().mean() + 0.5 * (pairs == 0).float().mean()), 3)}
+    return out
+
+
+def run_variant(name: str, args, train_batches, heldout) -> dict:
+    # How well it fits images it trains on (the first 20 batches): whether the tower can tell text at all.
+    first = train_batches[:20]
+    fit = ([sq for batch in first for sq in batch[0]], torch.cat([batch[1] for batch in first]),
+           [source for batch in first for source in batch[2]], [m for batch in first for m in batch[3]])
+    torch.manual_seed(args.seed)
+    vlm = VisionLanguageModel.from_pretrained(EMBEDDED_PATHS["target"])
+    visual = vlm.model.model.visual
+    if name == "deeper":
+        grow(visual, args.grow)
+    if name == "wider":
+        widen(visual, args.widen)
+    if name == "fine":
+        refine(vlm, len(visual.blocks) + args.grow, patch=16, merge=4)
+    if name in ("fine8", "dense"):
+        refine(vlm, len(visual.blocks) + args.grow, patch=8, merge=8, hidden=32, heads=2, window=64)
+    visual = vlm.model.model.visual
+    fresh = name in ("fine", "fine8", "dense", "cnn")
+    dense = torch.nn.Linear(visual.config.hidden_size, 2) if name in ("dense", "tower-dense") else None
+    if name == "cnn":
+        visual = ConvEncoder(vlm.text_config.hidden_size)
+    encode = visual if name == "cnn" else tower_encoder(vlm)
+    head = torch.nn.Linear(vlm.text_config.hidden_size, 2)
+    visual.requires_grad_(name != "frozen")
+    tower = [p for p in visual.parameters() if p.requires_grad]
+    heads = list(head.parameters()) + (list(dense.parameters()) if dense else [])
+    params = heads + tower
+    opt = torch.optim.AdamW([{"params": heads, "lr": args.head_lr},
+                             {"params": tower, "lr": args.fresh_lr if fresh else args.lr}], weight_decay=0.01)
+    log, start = [], time.time()
+    for step in range(1, args.steps + 1):
+        squares, labels, _, masks = train_batches[(step - 1) % len(train_batches)]
+        features = encode(squares)
+        loss = text_loss(head, features, labels)
+        if dense:
+            grid = int(round((encode.patches.shape[0] / len(squares)) ** 0.5))
+            patches = torch.nn.functional.rms_norm(encode.patches, encode.patches.shape[-1:])
+            loss = loss + args.dense * torch.nn.functional.cross_entropy(
+                dense(patches), patch_labels(masks, grid, visual.spatial_merge_size), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if step % args.eval_every == 0:
+            log.append({"step": step, "loss": round(loss.item(), 3), "seconds": round(time.time() - start),
+                        "heldout": score(encode, head, *heldout[:3]), "train": score(encode, head, *fit[:3])})
+            print(name, json.dumps(log[-1]), flush=True)
+    return {"variant": name, "parameters": sum(p.numel() for p in visual.parameters()), "log": log}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", default="tower,tower-dense,dense,cnn")
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--batches", type=int, default=400, help="distinct training batches drawn (drawing is the "
+                                                                   "slow part); the steps cycle over them")
+    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--fresh-lr", type=float, default=1e-3, help="the fresh towers' and the cnn's")
+    parser.add_argument("--head-lr", type=float, default=5e-3)
+    parser.add_argument("--grow", type=int, default=2, help="blocks the deeper variant adds")
+    parser.add_argument("--widen", type=int, default=4, help="how many times wider the wider variant's MLPs are")
+    parser.add_argument("--eval-every", type=int, default=400)
+    parser.add_argument("--heldout", type=int, default=48, help="held-out images of each source")
+    parser.add_argument("--workers", type=int, default=2, help="processes drawing the images")
+    parser.add_argument("--dense", type=float, default=1.0, help="the dense variants' per-patch loss weight")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    start = time.time()
+    # The images are drawn once (drawing dominates a step's cost) and every variant trains on the same ones.
+    with multiprocessing.Pool(args.workers) as pool:
+        train = [images_of("train", range(9_000_000 + b * args.batch, 9_000_000 + (b + 1) * args.batch), pool)
+                 for b in range(min(args.batches, args.steps))]
+        heldout = images_of("heldout", range(50_000, 50_000 + args.heldout * len(photos.SOURCES)), pool)
+    print(f"images drawn in {time.time() - start:.0f}s", flush=True)
+    report = {"args": vars(args), "variants": [run_variant(v, args, train, heldout) for v in args.variants.split(",")]}
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
