@@ -149,5 +149,35 @@ def test_a_96_pixel_target_resized_to_32_pixel_patches_sees_the_same(tokenizer):
             for m in (old, new)]
     # The 96x96 square is the 192x192 one's 2x2 means, up to rounding to whole pixel values.
     assert torch.allclose(seen[0], seen[1], atol=0.05 * seen[0].abs().max().item())
-    with pytest.raises(ValueError, match="patch grid must stay the same"):
+    with pytest.raises(ValueError, match="patch grid and merge must stay the same"):
         resized_target(old, dataclasses.replace(TINY_TARGET, side=160, patch=32))
+
+
+def test_a_target_of_8_pixel_patches_merged_8x8_loads_and_sees_3x3_tokens(tokenizer, tmp_path):
+    """The tower a next target run needs to see text (docs/experiments.md, "which vision tower can see a sign?"):
+    a 24x24 patch grid of the same 192x192 square, windows of one region, still the 3x3 visual tokens."""
+    import dataclasses
+
+    from helpers import TINY_TARGET
+    from PIL import Image
+
+    import torch
+
+    from core.decoding.engine import SpeculativeEngine
+    from core.models.embedded import new_target, save_vlm
+    from core.models.vlm import VisionLanguageModel
+
+    size = dataclasses.replace(TINY_TARGET, patch=8, merge=8, window=64)
+    save_vlm(new_target(size, tokenizer), tmp_path)
+    target = VisionLanguageModel.from_pretrained(tmp_path)
+    assert target.model.config.vision_config.spatial_merge_size == 8
+    pixels = target.pixels([Image.new("RGB", (300, 200), (20, 120, 200))])
+    assert pixels["image_grid_thw"].tolist() == [[1, 24, 24]]
+    assert target.model.get_image_features(**pixels).pooler_output[0].shape == (9, size.hidden)
+    # The engine's explicit 3-D rotary positions over the 9 visual tokens agree with transformers' generate.
+    request = target.prepare(image := Image.new("RGB", (300, 200), (20, 120, 200)), "Describe the image.")
+    plain = target.model.generate(input_ids=request.input_ids, attention_mask=torch.ones_like(request.input_ids),
+                                  mm_token_type_ids=request.mm_token_type_ids, pixel_values=request.pixel_values,
+                                  image_grid_thw=request.image_grid_thw, max_new_tokens=8, do_sample=False)
+    said = SpeculativeEngine(target).generate(image, "Describe the image.", max_new_tokens=8).token_ids
+    assert len(said) >= 2 and said == plain[0, request.input_ids.shape[1]:].tolist()

@@ -59,6 +59,12 @@ class TargetSize:
     # tower of target runs 1-15, which could not tell them from a photograph's edges.
     side: int = 192
     patch: int = 32
+    # Patches merged merge x merge into one visual token (side / patch / merge = 3), and the pixels of the window the
+    # tower's blocks before the last attend within (0: the whole square). A tower of 8-pixel patches merged 8x8 with
+    # windows of one region learns where text is far better than 32-pixel patches (docs/experiments.md, "which
+    # vision tower can see a sign?").
+    merge: int = 2
+    window: int = 0
     # Standard theta: its slow rotary dimensions are what lets attention match content at any distance. With only
     # 3x3 visual tokens, rotary positions barely tell columns apart (one column step turns the width section by
     # <= 0.003 rad), so the visual tokens carry their cell in their content instead (VisionProbe in train_target).
@@ -78,7 +84,7 @@ def image_processor(size: TargetSize = TargetSize()) -> Qwen2VLImageProcessorPil
     # One square of side x side pixels: 9 visual tokens, so requests stay cheap on a CPU.
     pixels = size.side * size.side
     return Qwen2VLImageProcessorPil(
-        patch_size=size.patch, temporal_patch_size=2, merge_size=2,
+        patch_size=size.patch, temporal_patch_size=2, merge_size=size.merge,
         size={"shortest_edge": pixels, "longest_edge": pixels},
     )
 
@@ -114,7 +120,8 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
             num_heads=size.vision_heads,
             out_hidden_size=size.hidden,
             patch_size=size.patch,
-            window_size=size.side * 2,  # one window holds the whole image
+            spatial_merge_size=size.merge,
+            window_size=size.window or size.side * 2,  # 0: one window holds the whole image
             fullatt_block_indexes=[size.vision_depth - 1],
         ),
         image_token_id=ids["<|image_pad|>"],
@@ -136,13 +143,16 @@ def resized_target(vlm: VisionLanguageModel, size: TargetSize = TargetSize()) ->
     upsampling divided by the area ratio, so a 32-pixel patch of a 2x-upscaled image gives exactly the 16-pixel
     patch's embedding, and the 2x2 means of a 192x192 BOX resize are the 96x96 one up to rounding. Every other
     weight is copied."""
-    patch, side = vlm.model.config.vision_config.patch_size, vlm.model.config.image_side
+    vision = vlm.model.config.vision_config
+    patch, side = vision.patch_size, vlm.model.config.image_side
     if (patch, side) == (size.patch, size.side):
         return vlm
     scale = size.patch // patch
-    if scale * patch != size.patch or side * scale != size.side:
-        raise ValueError(f"cannot resize a tower of {patch}-pixel patches on {side}x{side} to {size.patch}-pixel "
-                         f"patches on {size.side}x{size.side}: the patch grid must stay the same")
+    if scale * patch != size.patch or side * scale != size.side or vision.spatial_merge_size != size.merge:
+        raise ValueError(f"cannot resize a tower of {patch}-pixel patches merged {vision.spatial_merge_size}x"
+                         f"{vision.spatial_merge_size} on {side}x{side} to {size.patch}-pixel patches merged "
+                         f"{size.merge}x{size.merge} on {size.side}x{size.side}: the patch grid and merge must stay "
+                         "the same")
     resized = new_target(size, vlm.tokenizer)
     state = vlm.model.state_dict()
     key = next(k for k in state if k.endswith("patch_embed.proj.weight"))
