@@ -34,10 +34,11 @@ PHOTOS = {name: CREDITS[name] for name in HELDOUT_PHOTOS}
 PHOTO_SIDE = 256  # the target sees a 192x192 square anyway; small files keep the page light
 
 
+@lru_cache(maxsize=1)
 def _folder() -> Path:
-    path = Path(tempfile.gettempdir()) / "speculum-examples"
-    path.mkdir(exist_ok=True)
-    return path
+    # One folder per process: another install's app (without scikit-image, its signs drawn on other backgrounds)
+    # would otherwise overwrite the example files this one knows by their digests.
+    return Path(tempfile.mkdtemp(prefix="speculum-examples-"))
 
 
 @lru_cache(maxsize=1)
@@ -58,10 +59,9 @@ def photo_examples() -> list[list[str]]:
     rows = []
     for name in PHOTOS:
         path = _folder() / f"photo-{name}.jpg"
-        if not path.exists():
-            image = photographs.scikit_photo(name)
-            image.thumbnail((PHOTO_SIDE, PHOTO_SIDE))
-            image.save(path, quality=90)
+        image = photographs.scikit_photo(name)
+        image.thumbnail((PHOTO_SIDE, PHOTO_SIDE))
+        image.save(path, quality=90)
         rows.append([str(path), TASK_PROMPTS["caption"]])
     return rows
 
