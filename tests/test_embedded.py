@@ -158,10 +158,9 @@ def test_a_target_of_8_pixel_patches_merged_8x8_loads_and_sees_3x3_tokens(tokeni
     a 24x24 patch grid of the same 192x192 square, windows of one region, still the 3x3 visual tokens."""
     import dataclasses
 
+    import torch
     from helpers import TINY_TARGET
     from PIL import Image
-
-    import torch
 
     from core.decoding.engine import SpeculativeEngine
     from core.models.embedded import new_target, save_vlm
@@ -171,11 +170,12 @@ def test_a_target_of_8_pixel_patches_merged_8x8_loads_and_sees_3x3_tokens(tokeni
     save_vlm(new_target(size, tokenizer), tmp_path)
     target = VisionLanguageModel.from_pretrained(tmp_path)
     assert target.model.config.vision_config.spatial_merge_size == 8
-    pixels = target.pixels([Image.new("RGB", (300, 200), (20, 120, 200))])
+    image = Image.new("RGB", (300, 200), (20, 120, 200))
+    pixels = target.pixels([image])
     assert pixels["image_grid_thw"].tolist() == [[1, 24, 24]]
     assert target.model.get_image_features(**pixels).pooler_output[0].shape == (9, size.hidden)
     # The engine's explicit 3-D rotary positions over the 9 visual tokens agree with transformers' generate.
-    request = target.prepare(image := Image.new("RGB", (300, 200), (20, 120, 200)), "Describe the image.")
+    request = target.prepare(image, "Describe the image.")
     plain = target.model.generate(input_ids=request.input_ids, attention_mask=torch.ones_like(request.input_ids),
                                   mm_token_type_ids=request.mm_token_type_ids, pixel_values=request.pixel_values,
                                   image_grid_thw=request.image_grid_thw, max_new_tokens=8, do_sample=False)
