@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import multiprocessing
-import random
 import sys
 import time
 from pathlib import Path
@@ -41,10 +41,11 @@ import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 import torch  # noqa: E402
 
-from core.models.embedded import EMBEDDED_PATHS  # noqa: E402
+from core.models.embedded import EMBEDDED_PATHS, TargetSize, image_processor, vision_fields  # noqa: E402
 from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
 from core.world import photos, text_images  # noqa: E402
-from transformers import Qwen2VLImageProcessorPil  # noqa: E402  (after core: it makes torchvision import)
+from core.training.target import text_presence_loss  # noqa: E402
+from transformers import Qwen2_5_VLVisionConfig  # noqa: E402  (after core: it makes torchvision import)
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import get_vision_window_index  # noqa: E402
 
 REGIONS = 9
@@ -55,7 +56,7 @@ def _drawn(split: str, i: int) -> tuple:
     """(square, region labels, source, the square's text mask at 192x192 or None where not known)."""
     source = photos.SOURCES[i % len(photos.SOURCES)]
     if source in text_images.SOURCES:  # as photos.sample draws it (the same rng), keeping the mask
-        image, mask = text_images.draw_with_mask(source, random.Random(f"photos/{split}/{source}/read/{i}"), split)
+        image, mask = text_images.draw_with_mask(source, photos.sample_rng(split, i, "read", source), split)
         regions = [int(t) for t in text_images.text_regions(mask)]
         return (model_input(image, 192), regions, source,
                 np.asarray(mask.resize((192, 192), Image.Resampling.BOX), dtype=np.float32) / 255)
@@ -102,31 +103,12 @@ def widen(visual: torch.nn.Module, factor: int) -> None:
     visual.config.intermediate_size *= factor
 
 
-def refine(vlm: VisionLanguageModel, depth: int, patch: int, merge: int, hidden: int | None = None,
-           heads: int | None = None, window: int | None = None) -> None:
-    """Replace the tower by a fresh one of `patch`-pixel patches merged `merge` x `merge` (the same 3x3 visual tokens
-    of the same square), and the image processor by one that cuts such patches. `window`: the pixels of a window
-    of the blocks before the last (full attention), default the whole square."""
-    config = copy.deepcopy(vlm.model.config.vision_config)
-    config.patch_size, config.spatial_merge_size, config.depth = patch, merge, depth
-    config.fullatt_block_indexes = [depth - 1]
-    if hidden:
-        config.hidden_size, config.intermediate_size, config.num_heads = hidden, 2 * hidden, heads
-    config.window_size = window or config.window_size
+def refine(vlm: VisionLanguageModel, size: TargetSize) -> None:
+    """Replace the tower by a fresh one of `size`'s (random weights) and the image processor by one of its patches
+    and merge; the language model stays."""
+    config = Qwen2_5_VLVisionConfig(**vision_fields(size))
     vlm.model.model.visual = type(vlm.model.model.visual)._from_config(config)
-    vlm.image_processor = Qwen2VLImageProcessorPil(patch_size=patch, temporal_patch_size=2, merge_size=merge,
-                                                   size=vlm.image_processor.size)
-
-
-def text_loss(head: torch.nn.Linear, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """RegionProbe's text term: per-region cross-entropy plus the image-level loss on the largest margin."""
-    logits = head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
-    regions = torch.nn.functional.cross_entropy(logits, labels.view(-1), ignore_index=-100)
-    known = labels[:, 0] != -100
-    margin = (logits[:, 1] - logits[:, 0]).view(-1, REGIONS)[known]
-    holds = (labels[known] == 1).any(1).float()
-    image = torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
-    return regions + image
+    vlm.image_processor = image_processor(size)
 
 
 class ConvEncoder(torch.nn.Module):
@@ -213,10 +195,12 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
         grow(visual, args.grow)
     if name == "wider":
         widen(visual, args.widen)
+    depth = len(visual.blocks) + args.grow
     if name == "fine":
-        refine(vlm, len(visual.blocks) + args.grow, patch=16, merge=4)
+        refine(vlm, dataclasses.replace(TargetSize(), patch=16, merge=4, vision_depth=depth))
     if name in ("fine8", "dense"):
-        refine(vlm, len(visual.blocks) + args.grow, patch=8, merge=8, hidden=32, heads=2, window=64)
+        refine(vlm, dataclasses.replace(TargetSize(), patch=8, merge=8, window=64, vision_hidden=32, vision_heads=2,
+                                        vision_depth=depth))
     visual = vlm.model.model.visual
     fresh = name in ("fine", "fine8", "dense", "cnn")
     dense = torch.nn.Linear(visual.config.hidden_size, 2) if name in ("dense", "tower-dense") else None
@@ -234,7 +218,7 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
     for step in range(1, args.steps + 1):
         squares, labels, _, masks = train_batches[(step - 1) % len(train_batches)]
         features = encode(squares)
-        loss = text_loss(head, features, labels)
+        loss = text_presence_loss(head(torch.nn.functional.rms_norm(features, features.shape[-1:])), labels)
         if dense:
             grid = int(round((encode.patches.shape[0] / len(squares)) ** 0.5))
             patches = torch.nn.functional.rms_norm(encode.patches, encode.patches.shape[-1:])

@@ -104,6 +104,21 @@ def _decoder_fields(tokenizer, size: TargetSize | DrafterSize) -> dict:
                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
 
 
+def vision_fields(size: TargetSize) -> dict:
+    """The vision tower's config fields (Qwen2_5_VLVisionConfig's) for a target of `size`."""
+    return dict(
+        depth=size.vision_depth,
+        hidden_size=size.vision_hidden,
+        intermediate_size=size.vision_hidden * 2,
+        num_heads=size.vision_heads,
+        out_hidden_size=size.hidden,
+        patch_size=size.patch,
+        spatial_merge_size=size.merge,
+        window_size=size.window or size.side * 2,  # 0: one window holds the whole image
+        fullatt_block_indexes=[size.vision_depth - 1],
+    )
+
+
 def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguageModel:
     tokenizer = tokenizer or train_tokenizer()
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")}
@@ -113,17 +128,7 @@ def new_target(size: TargetSize = TargetSize(), tokenizer=None) -> VisionLanguag
             _decoder_fields(tokenizer, size),
             rope_parameters={"rope_type": "default", "rope_theta": size.rope_theta, "mrope_section": _mrope_section(head_dim)},
         ),
-        vision_config=dict(
-            depth=size.vision_depth,
-            hidden_size=size.vision_hidden,
-            intermediate_size=size.vision_hidden * 2,
-            num_heads=size.vision_heads,
-            out_hidden_size=size.hidden,
-            patch_size=size.patch,
-            spatial_merge_size=size.merge,
-            window_size=size.window or size.side * 2,  # 0: one window holds the whole image
-            fullatt_block_indexes=[size.vision_depth - 1],
-        ),
+        vision_config=vision_fields(size),
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],

@@ -159,20 +159,24 @@ class RegionProbe(torch.nn.Module):
                "lightness": 10 * torch.nn.functional.mse_loss(self.heads["lightness"](seen).squeeze(-1),
                                                               targets["lightness"])}
         per_image = targets["text"].view(-1, len(scenes.POSITIONS))
-        known = per_image[:, 0] != -100
-        if known.any():  # which regions hold text: what a reading answer must first know
-            logits = self.heads["text"](seen)
-            regions = torch.nn.functional.cross_entropy(logits, targets["text"], ignore_index=-100)
-            margin = (logits[:, 1] - logits[:, 0]).view(-1, len(scenes.POSITIONS))[known]
-            holds = (per_image[known] == 1).any(1).float()
-            image = torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
-            out["text"] = self.text_weight * (regions + image)
+        if (per_image[:, 0] != -100).any():  # which regions hold text: what a reading answer must first know
+            out["text"] = self.text_weight * text_presence_loss(self.heads["text"](seen), per_image)
         return out
 
     @torch.no_grad()
     def term_accuracy(self, features: torch.Tensor, samples: list[scenes.Sample]) -> float:
         seen = torch.nn.functional.rms_norm(features, features.shape[-1:])
         return float((self.heads["term"](seen).argmax(-1) == self.targets(samples)["term"]).float().mean())
+
+
+def text_presence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Which regions hold text: per-token cross-entropy of the text head's `logits` [N * 9, 2] against `labels`
+    [N, 9] (-100 rows where not known), plus an image-level loss on each known image's most text-like token."""
+    regions = torch.nn.functional.cross_entropy(logits, labels.view(-1), ignore_index=-100)
+    known = labels[:, 0] != -100
+    margin = (logits[:, 1] - logits[:, 0]).view(labels.shape)[known]
+    holds = (labels[known] == 1).any(1).float()
+    return regions + torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
 
 
 class TaskSampler:

@@ -126,13 +126,18 @@ def reference(image: Image.Image, prompt: str) -> str | None:
     return _honest(found) if asked == "unknown" else found[asked]
 
 
+def sample_rng(split: str, index: int, task: str, source: str) -> random.Random:
+    """The random stream a sample draws from (its image first): one draw per (split, index, task, source)."""
+    return random.Random(f"photos/{split}/{source}/{task}/{index}")
+
+
 def sample(split: str, index: int, task: str | None = None, source: str | None = None) -> Sample:
     """The index-th sample of a split (tasks and sources cycle unless given); deterministic."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     task = task or TASKS[index % len(TASKS)]
     source = source or SOURCES[index // len(TASKS) % len(SOURCES)]
-    rng = random.Random(f"photos/{split}/{source}/{task}/{index}")
+    rng = sample_rng(split, index, task, source)
     if source in text_images.SOURCES:
         image, regions = text_images.draw(source, rng, split)
         holds_text = source in text_images.WITH_TEXT
