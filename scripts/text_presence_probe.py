@@ -43,34 +43,29 @@ import torch  # noqa: E402
 
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, image_processor, vision_fields  # noqa: E402
 from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
-from core.world import photos, text_images  # noqa: E402
-from core.training.target import text_presence_loss  # noqa: E402
+from core.world import photos  # noqa: E402
+from core.training.target import PatchTextProbe, patch_states, text_presence_loss  # noqa: E402
 from transformers import Qwen2_5_VLVisionConfig  # noqa: E402  (after core: it makes torchvision import)
-from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import get_vision_window_index  # noqa: E402
 
 REGIONS = 9
-PATCH_INK = 0.02  # share of a patch's pixels that must be ink for the dense variants' label "holds text"
 
 
 def _drawn(split: str, i: int) -> tuple:
-    """(square, region labels, source, the square's text mask at 192x192 or None where not known)."""
+    """(square, region labels, source, the sample with its square and text mask at 192x192)."""
     source = photos.SOURCES[i % len(photos.SOURCES)]
-    if source in text_images.SOURCES:  # as photos.sample draws it (the same rng), keeping the mask
-        image, mask = text_images.draw_with_mask(source, photos.sample_rng(split, i, "read", source), split)
-        regions = [int(t) for t in text_images.text_regions(mask)]
-        return (model_input(image, 192), regions, source,
-                np.asarray(mask.resize((192, 192), Image.Resampling.BOX), dtype=np.float32) / 255)
     sample = photos.sample(split, i, "read", source)
-    if not sample.text_regions:  # a photograph that may show text: not scored
-        return model_input(sample.image, 192), [-100] * REGIONS, source, None
-    return model_input(sample.image, 192), [0] * REGIONS, source, np.zeros((192, 192), np.float32)
+    mask = None if sample.text_mask is None else sample.text_mask.resize((192, 192), Image.Resampling.BOX)
+    square = model_input(sample.image, 192)
+    # A photograph that may show text is not scored (-100).
+    regions = [int(t) for t in sample.text_regions] if sample.text_regions else [-100] * REGIONS
+    return square, regions, source, dataclasses.replace(sample, image=square, text_mask=mask)
 
 
 def images_of(split: str, indices: range, pool) -> tuple[list, torch.Tensor, list[str], list]:
-    """The squares the target sees, their region labels [N, 9] (-100 where unknown), sources (cycling) and text
-    masks."""
-    squares, labels, sources, masks = zip(*pool.starmap(_drawn, [(split, i) for i in indices], chunksize=8))
-    return list(squares), torch.tensor(labels), list(sources), list(masks)
+    """The squares the target sees, their region labels [N, 9] (-100 where unknown), sources (cycling) and samples
+    (with their text masks)."""
+    squares, labels, sources, samples = zip(*pool.starmap(_drawn, [(split, i) for i in indices], chunksize=8))
+    return list(squares), torch.tensor(labels), list(sources), list(samples)
 
 
 def grow(visual: torch.nn.Module, blocks: int) -> None:
@@ -130,33 +125,13 @@ class ConvEncoder(torch.nn.Module):
 
 def tower_encoder(vlm: VisionLanguageModel):
     """The visual tokens [N * 9, width]; `encode.patches` keeps the patches' states before the merger, in the image
-    processor's order (merged tokens row-major, then the patches inside each), for the dense variants."""
+    processor's order, for the dense variants."""
     def encode(squares: list) -> torch.Tensor:
         pixels = vlm.pixels(squares)
         out = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
-        visual = vlm.model.model.visual
-        unit = visual.spatial_merge_size ** 2
-        window_index, _ = get_vision_window_index(pixels["image_grid_thw"], visual.spatial_merge_size,
-                                                  visual.window_size, visual.patch_size)
-        hidden = out.last_hidden_state  # in window order: back to the processor's
-        encode.patches = hidden.view(-1, unit, hidden.shape[-1])[torch.argsort(window_index)].view(hidden.shape)
+        encode.patches = patch_states(vlm.model.model.visual, out, pixels["image_grid_thw"])
         return torch.cat(out.pooler_output)
     return encode
-
-
-def patch_labels(masks: list, grid: int, merge: int) -> torch.Tensor:
-    """Whether each patch of a grid x grid square holds ink of text (PATCH_INK of its pixels), in the image
-    processor's order; -100 for an image whose mask is not known."""
-    rows = []
-    for mask in masks:
-        if mask is None:
-            rows.append(torch.full((grid * grid,), -100))
-            continue
-        side = mask.shape[0] // grid
-        ink = torch.from_numpy(mask).view(grid, side, grid, side).mean((1, 3)) > PATCH_INK
-        units = ink.view(grid // merge, merge, grid // merge, merge).permute(0, 2, 1, 3)
-        rows.append(units.reshape(-1).long())
-    return torch.cat(rows)
 
 
 @torch.no_grad()
@@ -203,7 +178,7 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
                                         vision_depth=depth))
     visual = vlm.model.model.visual
     fresh = name in ("fine", "fine8", "dense", "cnn")
-    dense = torch.nn.Linear(visual.config.hidden_size, 2) if name in ("dense", "tower-dense") else None
+    dense = PatchTextProbe(visual.config.hidden_size, args.dense) if name in ("dense", "tower-dense") else None
     if name == "cnn":
         visual = ConvEncoder(vlm.text_config.hidden_size)
     encode = visual if name == "cnn" else tower_encoder(vlm)
@@ -216,14 +191,11 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
                              {"params": tower, "lr": args.fresh_lr if fresh else args.lr}], weight_decay=0.01)
     log, start = [], time.time()
     for step in range(1, args.steps + 1):
-        squares, labels, _, masks = train_batches[(step - 1) % len(train_batches)]
+        squares, labels, _, samples = train_batches[(step - 1) % len(train_batches)]
         features = encode(squares)
         loss = text_presence_loss(head(torch.nn.functional.rms_norm(features, features.shape[-1:])), labels)
         if dense:
-            grid = int(round((encode.patches.shape[0] / len(squares)) ** 0.5))
-            patches = torch.nn.functional.rms_norm(encode.patches, encode.patches.shape[-1:])
-            loss = loss + args.dense * torch.nn.functional.cross_entropy(
-                dense(patches), patch_labels(masks, grid, visual.spatial_merge_size), ignore_index=-100)
+            loss = loss + dense.loss(encode.patches, samples, 192, visual.spatial_merge_size)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -63,6 +63,7 @@ def test_the_region_probe_knows_which_regions_hold_text():
     for index in range(12):
         document = photos.sample("train", index, "layout", "document")
         assert document.holds_text and len(document.text_regions) == 9 and any(document.text_regions)
+        assert document.text_mask.size == document.image.size and document.text_mask.getbbox()
         drawing = photos.sample("train", index, "layout", "drawing")
         assert not drawing.holds_text and drawing.text_regions == (False,) * 9
         collage = photos.sample("train", index, "layout", "collage")

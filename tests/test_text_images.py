@@ -18,9 +18,10 @@ from core.world import text_images
 
 @pytest.mark.parametrize("source", text_images.SOURCES)
 def test_every_source_draws_deterministically_at_many_sizes(source):
-    drawn = [text_images.draw(source, random.Random(f"{source}/{seed}"), "train") for seed in range(12)]
-    again = text_images.draw(source, random.Random(f"{source}/0"), "train")
-    assert drawn[0][0].tobytes() == again[0].tobytes() and drawn[0][1] == again[1]
+    drawn = [text_images.draw_with_mask(source, random.Random(f"{source}/{seed}"), "train") for seed in range(12)]
+    again = text_images.draw_with_mask(source, random.Random(f"{source}/0"), "train")
+    assert drawn[0][0].tobytes() == again[0].tobytes() and drawn[0][1].tobytes() == again[1].tobytes()
+    drawn = [(image, text_images.text_regions(mask)) for image, mask in drawn]
     assert all(image.mode == "RGB" and len(regions) == 9 for image, regions in drawn)
     assert len({image.size for image, _ in drawn}) > 6
     if source in text_images.WITH_TEXT:

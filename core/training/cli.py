@@ -1,4 +1,4 @@
-"""Command-line wiring of training: `register(subparsers)` adds `train {target,text-drafter,massv,dream,eagle3,moe}`.
+"""Command-line wiring of training: `register(subparsers)` adds `train {target,tower,text-drafter,massv,dream,eagle3,moe}`.
 
     python -m core train target --init assets/models/target --mix world,photos --out runs/target
     python -m core train massv --phase 2 --out runs/massv
@@ -21,6 +21,8 @@ def _train(args) -> None:
         from core.reap.train_moe import run
     elif args.what == "dream":
         from core.training.dream import run
+    elif args.what == "tower":
+        from core.training.tower import run
     elif args.what == "eagle3":
         from core.training.eagle3 import run
     else:
@@ -30,14 +32,15 @@ def _train(args) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser("train", help="train an embedded model, or a drafter for your target and images")
-    train.add_argument("what", choices=["target", "text-drafter", "massv", "dream", "eagle3", "moe"])
+    train.add_argument("what", choices=["target", "tower", "text-drafter", "massv", "dream", "eagle3", "moe"])
     train.add_argument("--steps", type=int)
     train.add_argument("--batch", type=int)
     train.add_argument("--lr", type=float)
     train.add_argument("--seed", type=int)
     train.add_argument("--out")
     train.add_argument("--target", help="target whose tokenizer (and outputs) a drafter trains on")
-    train.add_argument("--init", help="target: continue from this checkpoint; dream, eagle3: from this drafter")
+    train.add_argument("--init", help="target: continue from this checkpoint; tower: the target whose tower a new one "
+                                      "learns from; dream, eagle3: from this drafter")
     train.add_argument("--vision-steps", dest="vision_steps", type=int, help="target: vision-only warm-up steps first")
     train.add_argument("--warmup", type=int, help="target: LR warmup steps")
     train.add_argument("--aux-weight", dest="aux_weight", type=float, help="target: weight of the vision probe's loss")
@@ -49,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="target: train the language model only (drafters reading the tower keep their inputs)")
     train.add_argument("--text-weight", dest="text_weight", type=float,
                        help="target: weight of the region probe's text loss (which regions, whether any, hold text)")
+    train.add_argument("--patch-text-weight", dest="patch_text_weight", type=float,
+                       help="target, tower: weight of the per-patch text loss (which patches hold ink of text)")
+    train.add_argument("--distill-weight", dest="distill_weight", type=float,
+                       help="tower: weight of the old tower's tokens against the probes' losses")
+    train.add_argument("--workers", type=int, help="tower: processes drawing the images ahead of the training step")
     train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated)")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
                        "world,photos, the shipped target's), trains on (core/world/mix.py)")

@@ -138,8 +138,10 @@ def sample(split: str, index: int, task: str | None = None, source: str | None =
     task = task or TASKS[index % len(TASKS)]
     source = source or SOURCES[index // len(TASKS) % len(SOURCES)]
     rng = sample_rng(split, index, task, source)
+    mask = None
     if source in text_images.SOURCES:
-        image, regions = text_images.draw(source, rng, split)
+        image, mask = text_images.draw_with_mask(source, rng, split)
+        regions = text_images.text_regions(mask)
         holds_text = source in text_images.WITH_TEXT
     else:
         image, name = None, ""
@@ -155,7 +157,7 @@ def sample(split: str, index: int, task: str | None = None, source: str | None =
         holds_text = name in PHOTOS_WITH_TEXT
         regions = None if holds_text else (False,) * 9
     prompt, answer = _question(rng, task, image, holds_text)
-    return Sample(image, task, prompt, answer, holds_text=holds_text, text_regions=regions)
+    return Sample(image, task, prompt, answer, holds_text=holds_text, text_regions=regions, text_mask=mask)
 
 
 def samples(split: str, n: int, tasks: tuple[str, ...] = TASKS, start: int = 0) -> list[Sample]:

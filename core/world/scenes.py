@@ -76,6 +76,7 @@ class Sample:
     # which of the 3x3 regions of the square the model sees hold some of it.
     holds_text: bool | None = None
     text_regions: tuple[bool, ...] | None = None
+    text_mask: Image.Image | None = None  # where drawn here: white where ink of text is (a tower's per-patch labels)
 
 
 @dataclass(frozen=True)

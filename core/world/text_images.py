@@ -466,12 +466,6 @@ def text_regions(mask: Image.Image, side: int = 96) -> tuple[bool, ...]:
                  for r in range(3) for c in range(3))
 
 
-def draw(source: str, rng: random.Random, split: str) -> tuple[Image.Image, tuple[bool, ...]]:
-    """One image of a source and its text regions (all False for a drawing)."""
-    image, mask = draw_with_mask(source, rng, split)
-    return image, text_regions(mask)
-
-
 def draw_with_mask(source: str, rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     """One image of a source and its text mask. A source with text draws again where its text is too thin to count
     in any region at 96x96 (rare: it still holds text after 8 tries)."""
@@ -485,6 +479,6 @@ def draw_with_mask(source: str, rng: random.Random, split: str) -> tuple[Image.I
 if __name__ == "__main__":
     for source in SOURCES:
         for i in range(3):
-            image, regions = draw(source, random.Random(f"{source}/{i}"), "train")
+            image, mask = draw_with_mask(source, random.Random(f"{source}/{i}"), "train")
             image.save(f"/tmp/text_{source}_{i}.png")
-            print(f"/tmp/text_{source}_{i}.png {image.size} text regions {sum(regions)}")
+            print(f"/tmp/text_{source}_{i}.png {image.size} text regions {sum(text_regions(mask))}")

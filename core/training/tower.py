@@ -1,0 +1,200 @@
+"""Give a trained target a new vision tower: a fresh tower of finer patches learns the old tower's visual tokens, and
+beside them where text is. The language model is copied unchanged.
+
+    python -m core train tower --init assets/models/target --out runs/tower [--steps 3000] [--batch 24]
+    python -m core train target --init runs/tower --mix world,photos ...   # then the whole model, as usual
+
+Why: the target's tower of 32-pixel patches cannot learn where free text and signs are, while a fresh tower of
+8-pixel patches merged 8x8, told which of its patches hold ink of text, learns it (docs/experiments.md, "which vision
+tower can see a sign?"). A fresh tower's tokens mean nothing to the language model, which took hours to learn the
+world from the old tower's; so the new tower is distilled: on world scenes and on images without text, where the
+old tower's tokens serve the language model's answers, it learns to give the same tokens (mean squared error scaled
+by the old tokens' mean square); on images with text it is free to differ, and everywhere it learns the probes'
+facts (core/training/target.py: the world's patch classes and cells, the regions' colours and text, each patch's
+ink of text). Images are drawn by `--workers` processes ahead of the training step (drawing dominates on a CPU),
+every step a new batch: more distinct images than the experiments' 19200, after which the tower stopped improving.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import multiprocessing
+import os
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+from PIL import Image
+from transformers import Qwen2_5_VLVisionConfig, get_cosine_schedule_with_warmup
+
+from core.models.embedded import TargetSize, image_processor, vision_fields
+from core.models.loading import recorded
+from core.models.vlm import VisionLanguageModel, model_input
+from core.training.target import TargetTrainConfig, new_probes, save_checkpoint, vision_losses
+from core.world import mix, photos, scenes
+
+TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
+
+
+def fine_tower() -> TargetSize:
+    """8-pixel patches merged 8x8 (still 3x3 visual tokens of 192x192), windows of one region, 4 blocks x 32."""
+    return TargetSize(patch=8, merge=8, window=64, vision_hidden=32, vision_depth=4, vision_heads=2)
+
+
+@dataclass
+class TowerTrainConfig:
+    init: str = ""  # the target whose language model stays and whose tower the new one learns from
+    out: str = "runs/tower"
+    steps: int = 3000
+    batch: int = 24
+    lr: float = 1e-3
+    probe_lr: float = 5e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    seed: int = 0
+    world_share: float = 0.3  # the text to learn is beyond the world
+    distill_weight: float = 30.0  # the probes' losses start ~20x the distillation's: at 10 they held it near 0.7
+    text_weight: float = 4.0
+    patch_text_weight: float = 1.0
+    workers: int = 2
+    eval_every: int = 250
+    heldout: int = 24  # held-out images of every source beyond the world, and world scenes, scored every eval
+    size: TargetSize = field(default_factory=fine_tower)
+
+
+def with_new_tower(vlm: VisionLanguageModel, size: TargetSize) -> VisionLanguageModel:
+    """A copy of `vlm` whose tower is a fresh one of `size` (random weights) and whose image processor cuts its
+    patches; the language model's weights are copied."""
+    config = copy.deepcopy(vlm.model.config)
+    config.vision_config = Qwen2_5_VLVisionConfig(**vision_fields(size))
+    model = type(vlm.model)(config)
+    missing, unexpected = model.load_state_dict({k: v for k, v in vlm.model.state_dict().items() if ".visual." not in k},
+                                                strict=False)
+    assert all(".visual." in k for k in missing) and not unexpected, (missing, unexpected)
+    model.generation_config = copy.deepcopy(vlm.model.generation_config)
+    return VisionLanguageModel(model, vlm.tokenizer, image_processor(size))
+
+
+def draw_batch(step: int, cfg: TowerTrainConfig, split: str = "train", base: int = TRAIN_BASE) -> list[scenes.Sample]:
+    """The step-th batch: world scenes (`world_share`) and images beyond the world, every task (and so every source)
+    in turn; a pure function of (split, step)."""
+    start = base + step * cfg.batch
+    n_world = round(cfg.batch * cfg.world_share)
+    own = mix.tasks("world,photos", "photos")
+    return (scenes.samples(split, n_world, start=start)
+            + [mix.sample(split, start + i, own[i % len(own)]) for i in range(cfg.batch - n_world)])
+
+
+def distill_loss(student: torch.Tensor, teacher: torch.Tensor, batch: list[scenes.Sample]) -> torch.Tensor:
+    """The old tower's tokens [N * 9, hidden] on the images whose answers do not depend on text."""
+    tokens = student.shape[0] // len(batch)
+    keep = torch.tensor([not s.holds_text for s in batch]).repeat_interleave(tokens)
+    if not keep.any():
+        return torch.zeros(())
+    return torch.nn.functional.mse_loss(student[keep], teacher[keep]) / teacher[keep].pow(2).mean()
+
+
+@torch.no_grad()
+def evaluate(new: VisionLanguageModel, old: VisionLanguageModel, probes: torch.nn.ModuleDict,
+             world: list[scenes.Sample], beyond: dict[str, list[scenes.Sample]]) -> dict:
+    """The distillation loss on held-out world scenes, and per source beyond the world the share of images whose
+    "holds text" (the region probe's most text-like token, margin > 0) is right."""
+    out = {"world_distill": round(float(distill_loss(tokens(new, world), tokens(old, world), world)), 4)}
+    for source, samples in beyond.items():
+        known = [s for s in samples if s.text_regions is not None]  # a photograph that may show text is not
+        if not known:
+            continue
+        features = tokens(new, known)
+        logits = probes["beyond"].heads["text"](torch.nn.functional.rms_norm(features, features.shape[-1:]))
+        says_text = (logits[:, 1] - logits[:, 0]).view(len(known), -1).max(1).values > 0
+        out[source] = round(float((says_text == torch.tensor([bool(s.holds_text) for s in known])).float().mean()), 3)
+    return out
+
+
+def tokens(vlm: VisionLanguageModel, batch: list[scenes.Sample]) -> torch.Tensor:
+    pixels = vlm.pixels([s.image for s in batch])
+    return torch.cat(vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"]).pooler_output)
+
+
+def train(cfg: TowerTrainConfig) -> VisionLanguageModel:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.workers))  # the drawing processes have the other cores
+    try:
+        return _train(cfg)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
+    torch.manual_seed(cfg.seed)
+    old = VisionLanguageModel.from_pretrained(cfg.init)
+    old.model.requires_grad_(False)
+    new = with_new_tower(old, cfg.size)
+    visual = new.model.model.visual.train()
+    new.model.requires_grad_(False)
+    visual.requires_grad_(True)
+    probes = new_probes(new, TargetTrainConfig(text_weight=cfg.text_weight, patch_text_weight=cfg.patch_text_weight))
+    opt = torch.optim.AdamW([{"params": visual.parameters(), "lr": cfg.lr},
+                             {"params": probes.parameters(), "lr": cfg.probe_lr}], weight_decay=cfg.weight_decay)
+    sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
+    world = scenes.samples("heldout", cfg.heldout, start=20_000)
+    beyond = {source: [photos.sample("heldout", 60_000 + i, "read", source) for i in range(cfg.heldout)]
+              for source in photos.SOURCES}
+    log, start = [], time.time()
+    with multiprocessing.get_context("fork").Pool(cfg.workers) as pool:
+        # A few batches drawn ahead, no more: batches waiting in memory would grow without bound.
+        ahead = deque(pool.apply_async(draw_squares, (step, cfg, new.model.config.image_side))
+                      for step in range(min(2 * cfg.workers, cfg.steps)))
+        for step in range(1, cfg.steps + 1):
+            batch = ahead.popleft().get()
+            if step + len(ahead) < cfg.steps:
+                ahead.append(pool.apply_async(draw_squares, (step + len(ahead), cfg, new.model.config.image_side)))
+            old_pixels = old.pixels([s.image for s in batch])
+            with torch.no_grad():
+                teacher = torch.cat(old.model.get_image_features(old_pixels["pixel_values"],
+                                                                 old_pixels["image_grid_thw"]).pooler_output)
+            pixels = new.pixels([s.image for s in batch])
+            out = new.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
+            distill = distill_loss(torch.cat(out.pooler_output), teacher, batch)
+            probe = vision_losses(new, probes, out, pixels["image_grid_thw"], batch)
+            loss = cfg.distill_weight * distill + probe
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(visual.parameters()) + list(probes.parameters()), 1.0)
+            opt.step()
+            sched.step()
+            if step % 25 == 0:
+                print(f"tower step {step} distill {distill.item():.4f} probes {probe.item():.3f} "
+                      f"{time.time() - start:.0f}s", flush=True)
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                visual.eval()
+                log.append({"step": step, "seconds": round(time.time() - start), "distill": round(distill.item(), 4),
+                            "probes": round(probe.item(), 3), "heldout": evaluate(new, old, probes, world, beyond)})
+                visual.train()
+                print("eval", json.dumps(log[-1]), flush=True)
+                save_checkpoint(new, probes, Path(cfg.out))
+    new.model.eval()
+    save_checkpoint(new, probes, Path(cfg.out))
+    (Path(cfg.out) / "training_log.json").write_text(json.dumps(recorded({"config": asdict(cfg), "log": log}), indent=1))
+    return new
+
+
+def draw_squares(step: int, cfg: TowerTrainConfig, side: int) -> list[scenes.Sample]:
+    """The step-th batch with every image (and text mask) already the side x side square both towers see: cheaper
+    to send between processes, and the same pixels."""
+    return [replace(s, image=model_input(s.image, side),
+                    text_mask=None if s.text_mask is None else s.text_mask.resize((side, side), Image.Resampling.BOX))
+            for s in draw_batch(step, cfg)]
+
+
+def run(args) -> None:
+    cfg = TowerTrainConfig(**{k: v for k, v in vars(args).items() if k in TowerTrainConfig.__dataclass_fields__
+                              and k != "size" and v is not None})
+    if not cfg.init:
+        raise ValueError("--init is required: the target whose language model keeps its tokens")
+    if Path(cfg.out).resolve() == Path(cfg.init).resolve():
+        raise ValueError("--out must not be --init: the old tower is what the new one learns from")
+    train(cfg)

@@ -1,0 +1,85 @@
+"""A new vision tower for a trained target (core/training/tower.py) and the per-patch text labels it learns from
+(core/training/target.py's PatchTextProbe and patch_states).
+
+    python -m pytest -q tests/test_tower.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import torch
+from helpers import TINY_TARGET
+from PIL import Image
+from safetensors.torch import load_file
+
+from core.models.embedded import new_target
+from core.models.vlm import VisionLanguageModel
+from core.training.target import PatchTextProbe, TargetTrainConfig, patch_states
+from core.training.target import train as train_target
+from core.training.tower import TowerTrainConfig, train
+from core.world.scenes import Sample
+
+FINE = dataclasses.replace(TINY_TARGET, patch=8, merge=8, window=128, vision_depth=2)
+
+
+def test_patch_states_are_the_patches_in_the_processors_order(tokenizer):
+    """A tower whose blocks add nothing (their residual projections zero) passes its patch embeddings through, in its
+    windows' order (windows of 2x2 regions here, so not the processor's); patch_states gives them back in the
+    processor's order, the order PatchTextProbe's labels follow."""
+    torch.manual_seed(0)
+    visual = (vlm := new_target(FINE, tokenizer)).model.model.visual
+    for block in visual.blocks:
+        for layer in (block.attn.proj, block.mlp.down_proj):
+            torch.nn.init.zeros_(layer.weight)
+            torch.nn.init.zeros_(layer.bias)
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (192, 192, 3), dtype=np.uint8))
+    pixels = vlm.pixels([image])
+    with torch.no_grad():
+        out = vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
+        embedded = visual.patch_embed(pixels["pixel_values"])
+    assert not torch.allclose(out.last_hidden_state, embedded)  # the windows reorder the patches
+    assert torch.allclose(patch_states(visual, out, pixels["image_grid_thw"]), embedded)
+
+
+def test_patch_text_labels_follow_the_ink():
+    """A patch holds text where its share of ink passes PatchTextProbe.INK; labels run merged token by merged token
+    (row-major), then row-major inside each; an image known to hold no text is all 0, one not known all -100."""
+    mask = np.zeros((192, 192), np.uint8)
+    mask[0:8, 8:16] = 255  # patch (0, 1): token 0, its patch 1
+    mask[72:80, 0:2] = 255  # patch (9, 0), a quarter inked: token 3 (row 1, column 0), its patch (1, 0) = 8
+    mask[100, 100] = 255  # one pixel of 64: below INK
+    image = Image.new("RGB", (192, 192))
+    inked = Sample(image, "photos/read", "", "", holds_text=True, text_regions=(True,) * 9,
+                   text_mask=Image.fromarray(mask))
+    empty = Sample(image, "photos/read", "", "", holds_text=False, text_regions=(False,) * 9)
+    unknown = Sample(image, "photos/layout", "", "")
+    labels = PatchTextProbe(8).targets([inked, empty, unknown], side=192, grid=24, merge=8).view(3, -1)
+    assert labels[0].nonzero().view(-1).tolist() == [1, 3 * 64 + 8]
+    assert (labels[1] == 0).all() and (labels[2] == -100).all()
+
+
+def test_a_new_tower_learns_the_old_tokens_and_keeps_the_language_model(tmp_path, tiny_target_dir):
+    """The new tower's checkpoint loads with from_pretrained, cuts 8-pixel patches merged 8x8 (still 3x3 tokens),
+    carries the language model bit for bit, gets closer to the old tower's tokens on held-out world scenes as it
+    trains, and `train target --init` continues it with its own tower."""
+    out = tmp_path / "tower"
+    train(TowerTrainConfig(init=str(tiny_target_dir), out=str(out), steps=40, batch=6, lr=3e-3, warmup=1, workers=1,
+                           eval_every=20, heldout=2, size=FINE))
+    log = json.loads((out / "training_log.json").read_text())["log"]
+    assert [row["step"] for row in log] == [20, 40]
+    assert log[-1]["heldout"]["world_distill"] < log[0]["heldout"]["world_distill"] / 2
+    assert set(log[-1]["heldout"]) >= {"world_distill", "document", "sign", "photo"}
+    new = VisionLanguageModel.from_pretrained(out)
+    vision = new.model.config.vision_config
+    assert (vision.patch_size, vision.spatial_merge_size, new.model.config.image_side) == (8, 8, 192)
+    assert new.pixels([Image.new("RGB", (300, 100))])["image_grid_thw"].tolist() == [[1, 24, 24]]
+    before, after = load_file(tiny_target_dir / "model.safetensors"), load_file(out / "model.safetensors")
+    language = [k for k in before if not k.startswith("visual.")]  # the saved names of the tower's weights
+    assert language and all(torch.equal(before[k], after[k]) for k in language)
+    continued = tmp_path / "continued"
+    train_target(TargetTrainConfig(steps=1, batch=4, warmup=1, init=str(out), out=str(continued), eval_every=100,
+                                   eval_n=2, mix="world,photos"))
+    assert VisionLanguageModel.from_pretrained(continued).model.config.vision_config.patch_size == 8
