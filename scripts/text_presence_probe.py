@@ -1,6 +1,7 @@
 """Which vision tower can learn where text is, given text presence alone? A probe, not part of the app.
 
     python scripts/text_presence_probe.py [--variants tower,tower-dense,dense,cnn] [--steps 1200] [--json PATH]
+    python scripts/text_presence_probe.py --score runs/target-17,...   # trained checkpoints' own text heads
 
 Each variant trains on RegionProbe's text term (core/training/target.py: which of the 3x3 visual tokens' regions hold
 text, and the most text-like token whether the image holds any), with none of the colour losses beside it that the
@@ -40,11 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 import torch  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, image_processor, vision_fields  # noqa: E402
 from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
 from core.world import photos  # noqa: E402
-from core.training.target import PatchTextProbe, patch_states, text_presence_loss  # noqa: E402
+from core.training.target import PROBES, PatchTextProbe, patch_states, text_presence_loss  # noqa: E402
 from transformers import Qwen2_5_VLVisionConfig  # noqa: E402  (after core: it makes torchvision import)
 
 REGIONS = 9
@@ -207,6 +209,16 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
     return {"variant": name, "parameters": sum(p.numel() for p in visual.parameters()), "log": log}
 
 
+def scored_checkpoint(path: str, heldout) -> dict:
+    """A target trained elsewhere (`train target`, `train tower`), scored by the region probe's text head saved
+    beside it (probes.safetensors) on the same held-out images."""
+    vlm = VisionLanguageModel.from_pretrained(path)
+    heads = load_file(Path(path) / PROBES)
+    head = torch.nn.Linear(vlm.text_config.hidden_size, 2)
+    head.load_state_dict({"weight": heads["beyond.heads.text.weight"], "bias": heads["beyond.heads.text.bias"]})
+    return score(tower_encoder(vlm), head, *heldout[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", default="tower,tower-dense,dense,cnn")
@@ -224,16 +236,25 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes drawing the images")
     parser.add_argument("--dense", type=float, default=1.0, help="the dense variants' per-patch loss weight")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--score", default="", help="DIR,...: instead of training, score these checkpoints' saved "
+                                                      "text heads")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     start = time.time()
     # The images are drawn once (drawing dominates a step's cost) and every variant trains on the same ones.
     with multiprocessing.Pool(args.workers) as pool:
+        batches = 0 if args.score else min(args.batches, args.steps)
         train = [images_of("train", range(9_000_000 + b * args.batch, 9_000_000 + (b + 1) * args.batch), pool)
-                 for b in range(min(args.batches, args.steps))]
+                 for b in range(batches)]
         heldout = images_of("heldout", range(50_000, 50_000 + args.heldout * len(photos.SOURCES)), pool)
     print(f"images drawn in {time.time() - start:.0f}s", flush=True)
-    report = {"args": vars(args), "variants": [run_variant(v, args, train, heldout) for v in args.variants.split(",")]}
+    if args.score:
+        report = {"args": vars(args), "checkpoints": {path: scored_checkpoint(path, heldout) for path in
+                                                      args.score.split(",")}}
+        print(json.dumps(report["checkpoints"]), flush=True)
+    else:
+        report = {"args": vars(args),
+                  "variants": [run_variant(v, args, train, heldout) for v in args.variants.split(",")]}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -56,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="target, tower: weight of the per-patch text loss (which patches hold ink of text)")
     train.add_argument("--distill-weight", dest="distill_weight", type=float,
                        help="tower: weight of the old tower's tokens against the probes' losses")
+    train.add_argument("--vision-depth", dest="vision_depth", type=int, help="tower: blocks of the new tower (default 4)")
     train.add_argument("--workers", type=int, help="tower: processes drawing the images ahead of the training step")
     train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated)")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "

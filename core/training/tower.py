@@ -1,7 +1,7 @@
 """Give a trained target a new vision tower: a fresh tower of finer patches learns the old tower's visual tokens, and
 beside them where text is. The language model is copied unchanged.
 
-    python -m core train tower --init assets/models/target --out runs/tower [--steps 3000] [--batch 24]
+    python -m core train tower --init assets/models/target --out runs/tower [--steps 3000] [--vision-depth 4]
     python -m core train target --init runs/tower --mix world,photos ...   # then the whole model, as usual
 
 Why: the target's tower of 32-pixel patches cannot learn where free text and signs are, while a fresh tower of
@@ -193,6 +193,8 @@ def draw_squares(step: int, cfg: TowerTrainConfig, side: int) -> list[scenes.Sam
 def run(args) -> None:
     cfg = TowerTrainConfig(**{k: v for k, v in vars(args).items() if k in TowerTrainConfig.__dataclass_fields__
                               and k != "size" and v is not None})
+    if args.vision_depth:
+        cfg.size = replace(cfg.size, vision_depth=args.vision_depth)
     if not cfg.init:
         raise ValueError("--init is required: the target whose language model keeps its tokens")
     if Path(cfg.out).resolve() == Path(cfg.init).resolve():
