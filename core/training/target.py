@@ -175,8 +175,8 @@ class RegionProbe(torch.nn.Module):
 
 class PatchTextProbe(torch.nn.Module):
     """A linear head (discarded after training) on the tower's patches before the merger: whether each holds ink of
-    text (INK of its pixels), for the images whose text mask is known (`Sample.text_mask`; none for images without
-    text). Dense supervision, as VisionProbe's patch classes are in the world: with region labels alone a fresh tower
+    text (INK of its pixels), where an image's text mask is drawn (`Sample.text_mask`) or it is known to hold no text
+    (all 0). Dense supervision, as VisionProbe's patch classes are in the world: with region labels alone a fresh tower
     of 8-pixel patches found 0.06-0.08 of signs, with these its AUC was 0.81 (docs/experiments.md, "which vision
     tower can see a sign?")."""
 
