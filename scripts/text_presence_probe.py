@@ -46,7 +46,8 @@ from safetensors.torch import load_file  # noqa: E402
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, image_processor, vision_fields  # noqa: E402
 from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
 from core.world import photos  # noqa: E402
-from core.training.target import PROBES, PatchTextProbe, patch_states, text_presence_loss  # noqa: E402
+from core.training.target import (  # noqa: E402
+    PROBES, PatchTextProbe, image_text_margin, patch_states, text_presence_loss)
 from transformers import Qwen2_5_VLVisionConfig  # noqa: E402  (after core: it makes torchvision import)
 
 REGIONS = 9
@@ -143,7 +144,7 @@ def score(encode, head, squares, labels, sources) -> dict[str, dict[str, float]]
     text, of every source): separation whatever the threshold."""
     features = encode(squares)
     logits = head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
-    margin = (logits[:, 1] - logits[:, 0]).view(-1, REGIONS).max(1).values
+    margin = image_text_margin(logits)
     truth = (labels == 1).any(1)
     known = labels[:, 0] != -100
     out = {}

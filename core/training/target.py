@@ -227,9 +227,14 @@ def text_presence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     [N, 9] (-100 rows where not known), plus an image-level loss on each known image's most text-like token."""
     regions = torch.nn.functional.cross_entropy(logits, labels.view(-1), ignore_index=-100)
     known = labels[:, 0] != -100
-    margin = (logits[:, 1] - logits[:, 0]).view(labels.shape)[known]
     holds = (labels[known] == 1).any(1).float()
-    return regions + torch.nn.functional.binary_cross_entropy_with_logits(margin.max(1).values, holds)
+    return regions + torch.nn.functional.binary_cross_entropy_with_logits(image_text_margin(logits)[known], holds)
+
+
+def image_text_margin(logits: torch.Tensor) -> torch.Tensor:
+    """Each image's "holds text" margin [N]: the text head's largest region margin (text minus none) of its 9 rows
+    of `logits` [N * 9, 2]."""
+    return (logits[:, 1] - logits[:, 0]).view(-1, len(scenes.POSITIONS)).max(1).values
 
 
 class TaskSampler:

@@ -33,7 +33,7 @@ from transformers import Qwen2_5_VLVisionConfig, get_cosine_schedule_with_warmup
 from core.models.embedded import TargetSize, image_processor, vision_fields
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel, model_input
-from core.training.target import TargetTrainConfig, new_probes, save_checkpoint, vision_losses
+from core.training.target import TargetTrainConfig, image_text_margin, new_probes, save_checkpoint, vision_losses
 from core.world import mix, photos, scenes
 
 TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
@@ -78,14 +78,14 @@ def with_new_tower(vlm: VisionLanguageModel, size: TargetSize) -> VisionLanguage
     return VisionLanguageModel(model, vlm.tokenizer, image_processor(size))
 
 
-def draw_batch(step: int, cfg: TowerTrainConfig, split: str = "train", base: int = TRAIN_BASE) -> list[scenes.Sample]:
-    """The step-th batch: world scenes (`world_share`) and images beyond the world, every task (and so every source)
-    in turn; a pure function of (split, step)."""
-    start = base + step * cfg.batch
+def draw_batch(step: int, cfg: TowerTrainConfig) -> list[scenes.Sample]:
+    """The step-th training batch: world scenes (`world_share`) and images beyond the world, every task (and so every
+    source) in turn; a pure function of the step."""
+    start = TRAIN_BASE + step * cfg.batch
     n_world = round(cfg.batch * cfg.world_share)
     own = mix.tasks("world,photos", "photos")
-    return (scenes.samples(split, n_world, start=start)
-            + [mix.sample(split, start + i, own[i % len(own)]) for i in range(cfg.batch - n_world)])
+    return (scenes.samples("train", n_world, start=start)
+            + [mix.sample("train", start + i, own[i % len(own)]) for i in range(cfg.batch - n_world)])
 
 
 def distill_loss(student: torch.Tensor, teacher: torch.Tensor, batch: list[scenes.Sample]) -> torch.Tensor:
@@ -109,7 +109,7 @@ def evaluate(new: VisionLanguageModel, old: VisionLanguageModel, probes: torch.n
             continue
         features = tokens(new, known)
         logits = probes["beyond"].heads["text"](torch.nn.functional.rms_norm(features, features.shape[-1:]))
-        says_text = (logits[:, 1] - logits[:, 0]).view(len(known), -1).max(1).values > 0
+        says_text = image_text_margin(logits) > 0
         out[source] = round(float((says_text == torch.tensor([bool(s.holds_text) for s in known])).float().mean()), 3)
     return out
 
@@ -152,10 +152,8 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
             batch = ahead.popleft().get()
             if step + len(ahead) < cfg.steps:
                 ahead.append(pool.apply_async(draw_squares, (step + len(ahead), cfg, new.model.config.image_side)))
-            old_pixels = old.pixels([s.image for s in batch])
             with torch.no_grad():
-                teacher = torch.cat(old.model.get_image_features(old_pixels["pixel_values"],
-                                                                 old_pixels["image_grid_thw"]).pooler_output)
+                teacher = tokens(old, batch)
             pixels = new.pixels([s.image for s in batch])
             out = new.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
             distill = distill_loss(torch.cat(out.pooler_output), teacher, batch)
