@@ -1,7 +1,8 @@
 """Which vision tower can learn where text is, given text presence alone? A probe, not part of the app.
 
     python scripts/text_presence_probe.py [--variants tower,tower-dense,dense,cnn] [--steps 1200] [--json PATH]
-    python scripts/text_presence_probe.py --score runs/target-17,...   # trained checkpoints' own text heads
+    python scripts/text_presence_probe.py --score runs/target-17,...   # trained checkpoints' own text heads, and
+                                                                       # their language models' reading answers
 
 Each variant trains on RegionProbe's text term (core/training/target.py: which of the 3x3 visual tokens' regions hold
 text, and the most text-like token whether the image holds any), with none of the colour losses beside it that the
@@ -46,6 +47,7 @@ from safetensors.torch import load_file  # noqa: E402
 from core.models.embedded import EMBEDDED_PATHS, TargetSize, image_processor, vision_fields  # noqa: E402
 from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
 from core.world import photos  # noqa: E402
+from core.training.batches import answer_batch, per_sample_loss  # noqa: E402
 from core.training.target import (  # noqa: E402
     PROBES, PatchTextProbe, image_text_margin, patch_states, text_presence_loss)
 from transformers import Qwen2_5_VLVisionConfig  # noqa: E402  (after core: it makes torchvision import)
@@ -144,7 +146,11 @@ def score(encode, head, squares, labels, sources) -> dict[str, dict[str, float]]
     text, of every source): separation whatever the threshold."""
     features = encode(squares)
     logits = head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
-    margin = image_text_margin(logits)
+    return separation(image_text_margin(logits), labels, sources)
+
+
+def separation(margin: torch.Tensor, labels: torch.Tensor, sources: list[str]) -> dict[str, dict[str, float]]:
+    """`score`'s accuracy and AUC of any per-image "holds text" margin [N]."""
     truth = (labels == 1).any(1)
     known = labels[:, 0] != -100
     out = {}
@@ -159,6 +165,22 @@ def score(encode, head, squares, labels, sources) -> dict[str, dict[str, float]]
         out[source] = {"accuracy": round(float(((margin[mine] > 0) == truth[mine]).float().mean()), 3),
                        "auc": round(float((pairs > 0).float().mean() + 0.5 * (pairs == 0).float().mean()), 3)}
     return out
+
+
+@torch.no_grad()
+def reading_log_odds(vlm: VisionLanguageModel, samples: list, batch: int = 48) -> torch.Tensor:
+    """The language model's own "holds text" margin [N]: the log-odds of answering each sample's reading prompt with
+    photos.CANNOT_READ rather than photos.NO_TEXT (whole answers, teacher-forced)."""
+    nll = {}
+    for answer in (photos.CANNOT_READ, photos.NO_TEXT):
+        parts = []
+        for k in range(0, len(samples), batch):
+            inputs = answer_batch(vlm.tokenizer, [dataclasses.replace(s, answer=answer) for s in samples[k:k + batch]],
+                                  vlm)
+            labels = inputs.pop("labels")
+            parts.append(per_sample_loss(vlm.model(**inputs).logits, labels) * (labels[:, 1:] != -100).sum(1))
+        nll[answer] = torch.cat(parts)
+    return nll[photos.NO_TEXT] - nll[photos.CANNOT_READ]
 
 
 def run_variant(name: str, args, train_batches, heldout) -> dict:
@@ -212,12 +234,16 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
 
 def scored_checkpoint(path: str, heldout) -> dict:
     """A target trained elsewhere (`train target`, `train tower`), scored by the region probe's text head saved
-    beside it (probes.safetensors) on the same held-out images."""
+    beside it (probes.safetensors) on the same held-out images, and by its language model's reading answer (`answer`:
+    whether the answers follow what the tower's head can tell)."""
     vlm = VisionLanguageModel.from_pretrained(path)
+    vlm.model.eval()
     heads = load_file(Path(path) / PROBES)
     head = torch.nn.Linear(vlm.text_config.hidden_size, 2)
     head.load_state_dict({"weight": heads["beyond.heads.text.weight"], "bias": heads["beyond.heads.text.bias"]})
-    return score(tower_encoder(vlm), head, *heldout[:3])
+    squares, labels, sources, samples = heldout
+    return {"head": score(tower_encoder(vlm), head, squares, labels, sources),
+            "answer": separation(reading_log_odds(vlm, samples), labels, sources)}
 
 
 def main() -> None:

@@ -34,6 +34,15 @@ def test_a_photos_task_is_photos_sample_under_its_mixed_name():
     assert np.array_equal(np.asarray(ours.image), np.asarray(theirs.image))
 
 
+def test_a_task_of_one_source_draws_that_sources_images_under_the_tasks_name():
+    arms = mix.tasks("world,photos", "photos", by_source=True)
+    assert len(arms) == len(photos.TASKS) * len(photos.SOURCES) and "photos/read@sign" in arms
+    ours, theirs = mix.sample("train", 5, "photos/read@sign"), photos.sample("train", 5, "read", "sign")
+    assert ours.task == "photos/read" and ours.answer == theirs.answer == photos.CANNOT_READ
+    assert np.array_equal(np.asarray(ours.image), np.asarray(theirs.image))
+    assert mix.sample("train", 5, "photos/read@drawing").answer == photos.NO_TEXT
+
+
 def test_lazy_samples_read_as_the_list_does():
     lazy, listed = mix.Samples("train", 9, 40, "world,photos"), mix.samples("train", 9, 40, "world,photos")
     assert len(lazy) == 9 and [s.answer for s in lazy[2:5]] == [s.answer for s in listed[2:5]]

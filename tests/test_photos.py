@@ -171,6 +171,25 @@ def test_other_forms_ask_the_same_question_and_a_frozen_tower_stays(tmp_path, ti
     assert any(not torch.equal(before[k], after[k]) for k in before if k not in tower)
 
 
+def test_the_task_sampler_weighs_tasks_by_source_and_boost():
+    """Per-source tasks: the one still wrong gets the draws, and a boost names a task, a source or one pair."""
+    from collections import Counter
+
+    import torch
+
+    from core.training.target import TaskSampler
+    from core.world import mix
+
+    arms = mix.tasks("world,photos", "photos", by_source=True)
+    sampler = TaskSampler(arms, boost={"photos/read": 3, "@sign": 2, "photos/read@sign": 5})
+    assert sampler.factor("photos/read@sign") == 30 and sampler.factor("photos/read@text") == 3
+    assert sampler.factor("photos/layout@sign") == 2 and sampler.factor("photos/layout@text") == 1
+    for _ in range(60):  # every answer right but the signs' reading ones
+        sampler.update(list(arms), torch.tensor([5.0 if a == "photos/read@sign" else 0.0 for a in arms]))
+    drawn = Counter(sampler.draw(2000))
+    assert drawn["photos/read@sign"] > 0.6 * 2000 and drawn["photos/layout@text"] > 0  # the floor keeps every task
+
+
 def test_the_vision_probe_skips_facts_no_sample_has(tiny_target):
     import torch
 

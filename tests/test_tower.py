@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from core.models.embedded import new_target
 from core.models.vlm import VisionLanguageModel
-from core.training.target import PatchTextProbe, TargetTrainConfig, patch_states
+from core.training.target import PROBES, PatchTextProbe, TargetTrainConfig, patch_states
 from core.training.target import train as train_target
 from core.training.tower import TowerTrainConfig, train
 from core.world.scenes import Sample
@@ -83,3 +83,10 @@ def test_a_new_tower_learns_the_old_tokens_and_keeps_the_language_model(tmp_path
     train_target(TargetTrainConfig(steps=1, batch=4, warmup=1, init=str(out), out=str(continued), eval_every=100,
                                    eval_n=2, mix="world,photos"))
     assert VisionLanguageModel.from_pretrained(continued).model.config.vision_config.patch_size == 8
+    # --continue-tower starts from the checkpoint's own tower and probes, its starting tokens the teacher.
+    again = tmp_path / "again"
+    train(TowerTrainConfig(init=str(out), out=str(again), steps=0, workers=1, heldout=2, size=FINE,
+                           continue_tower=True))
+    start, same = load_file(out / "model.safetensors"), load_file(again / "model.safetensors")
+    assert start.keys() == same.keys() and all(torch.equal(start[k], same[k]) for k in start)
+    assert all(torch.equal(v, load_file(again / PROBES)[k]) for k, v in load_file(out / PROBES).items())

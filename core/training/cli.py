@@ -57,8 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--distill-weight", dest="distill_weight", type=float,
                        help="tower: weight of the old tower's tokens against the probes' losses")
     train.add_argument("--vision-depth", dest="vision_depth", type=int, help="tower: blocks of the new tower (default 4)")
+    train.add_argument("--continue-tower", dest="continue_tower", action="store_true", default=None,
+                       help="tower: train --init's own tower on (the same size) instead of a fresh one")
     train.add_argument("--workers", type=int, help="tower: processes drawing the images ahead of the training step")
-    train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated)")
+    train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated; "
+                       "with --by-source also a source, @sign, or one pair, photos/read@sign)")
+    train.add_argument("--by-source", dest="by_source", action="store_true", default=None,
+                       help="target: weigh each photos task per image source by its running chance of a wrong answer")
     train.add_argument("--mix", help="world or world,photos: the images the target (default world), or a drafter (default "
                        "world,photos, the shipped target's), trains on (core/world/mix.py)")
     train.add_argument("--world-share", dest="world_share", type=float,

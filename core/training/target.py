@@ -19,7 +19,9 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   scenes keep `--world-share` of every batch, or the far more often wrong new families starve them (forgetting);
 - loss on answer tokens only, a warmup + cosine LR with a high peak, images aligned with the visual tokens;
 - `--boost photos/read:3`: a task drawn three times as often (a sparse answer, as whether an image holds text,
-  learns too slowly at its share of the batch);
+  learns too slowly at its share of the batch); `--by-source` weighs each photos task per image source
+  ("photos/read@sign", boosted by "photos/read", "@sign" or itself), so the one source whose reading answers are
+  still wrong gets the batches instead of a tenth of the task's;
 - `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
 - `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
@@ -71,6 +73,7 @@ class TargetTrainConfig:
     other_forms: float = 0.0  # share of prompts asked in another form (mix.other_form: case, closing mark)
     freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
     boost: str = ""  # "photos/read:3,...": a task drawn that many times as often as its chance of a wrong answer says
+    by_source: bool = False  # photos tasks weighed per image source ("photos/read@sign"), not over all sources at once
     text_weight: float = 4.0  # RegionProbe's text loss against its colour losses
     patch_text_weight: float = 1.0  # PatchTextProbe's: each patch says whether it holds ink of text
 
@@ -247,8 +250,15 @@ class TaskSampler:
         self.boost = boost or {}
         self.rng = random.Random(seed)
 
+    def factor(self, task: str) -> float:
+        """A task's boost: the product of its own ("photos/read@sign"), its task's ("photos/read") and its source's
+        ("@sign") factors."""
+        name, at, source = task.partition(mix.AT)
+        keys = {task, name} | ({at + source} if at else set())
+        return float(np.prod([self.boost.get(k, 1.0) for k in keys]))
+
     def draw(self, n: int) -> list[str]:
-        weights = [max(v, self.floor) * self.boost.get(t, 1.0) for t, v in self.wrong.items()]
+        weights = [max(v, self.floor) * self.factor(t) for t, v in self.wrong.items()]
         return self.rng.choices(list(self.wrong), weights=weights, k=n)
 
     def update(self, tasks: list[str], losses: torch.Tensor) -> None:
@@ -284,7 +294,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
     # start far more often wrong) does not starve the world's families and make the target forget them.
     boost = {task: float(factor) for task, factor in (item.rsplit(":", 1) for item in cfg.boost.split(",") if item)}
-    samplers = {source: TaskSampler(mix.tasks(cfg.mix, source), seed=cfg.seed, boost=boost)
+    samplers = {source: TaskSampler(mix.tasks(cfg.mix, source, cfg.by_source), seed=cfg.seed, boost=boost)
                 for source in mix.sources(cfg.mix)}
     n_world = cfg.batch if len(samplers) == 1 else round(cfg.batch * cfg.world_share)
     log = []
@@ -294,7 +304,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         tasks = samplers["world"].draw(n_world)
         if "photos" in samplers:
             tasks += samplers["photos"].draw(cfg.batch - n_world)
-        batch = [mix.sample("train", index + i, t) for i, t in enumerate(tasks)]
+        batch = [mix.sample("train", index + i, t) for i, t in enumerate(tasks)]  # named without a source
         batch = [replace(s, prompt=mix.other_form(forms, s.prompt)) if forms.random() < cfg.other_forms else s
                  for s in batch]
         index += cfg.batch

@@ -3,6 +3,8 @@ beside them where text is. The language model is copied unchanged.
 
     python -m core train tower --init assets/models/target --out runs/tower [--steps 3000] [--vision-depth 4]
     python -m core train target --init runs/tower --mix world,photos ...   # then the whole model, as usual
+    python -m core train tower --init runs/target --out runs/tower-more --continue-tower --vision-depth 6 ...
+        # a target that already has such a tower: that tower trains on, its own starting tokens the teacher
 
 Why: the target's tower of 32-pixel patches cannot learn where free text and signs are, while a fresh tower of
 8-pixel patches merged 8x8, told which of its patches hold ink of text, learns it (docs/experiments.md, "which vision
@@ -28,12 +30,14 @@ from pathlib import Path
 
 import torch
 from PIL import Image
+from safetensors.torch import load_file
 from transformers import Qwen2_5_VLVisionConfig, get_cosine_schedule_with_warmup
 
 from core.models.embedded import TargetSize, image_processor, vision_fields
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel, model_input
-from core.training.target import TargetTrainConfig, image_text_margin, new_probes, save_checkpoint, vision_losses
+from core.training.target import (PROBES, TargetTrainConfig, image_text_margin, new_probes, save_checkpoint,
+                                  vision_losses)
 from core.world import mix, photos, scenes
 
 TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
@@ -62,6 +66,7 @@ class TowerTrainConfig:
     workers: int = 2
     eval_every: int = 250
     heldout: int = 24  # held-out images of every source beyond the world, and world scenes, scored every eval
+    continue_tower: bool = False  # start from init's own tower (and probes) instead of a fresh one: more text steps
     size: TargetSize = field(default_factory=fine_tower)
 
 
@@ -137,6 +142,10 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
     new.model.requires_grad_(False)
     visual.requires_grad_(True)
     probes = new_probes(new, TargetTrainConfig(text_weight=cfg.text_weight, patch_text_weight=cfg.patch_text_weight))
+    if cfg.continue_tower:  # raises where init's tower is not of cfg.size: there is nothing to continue
+        visual.load_state_dict(old.model.model.visual.state_dict())
+        if (Path(cfg.init) / PROBES).is_file():
+            probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
     opt = torch.optim.AdamW([{"params": visual.parameters(), "lr": cfg.lr},
                              {"params": probes.parameters(), "lr": cfg.probe_lr}], weight_decay=cfg.weight_decay)
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)

@@ -1,6 +1,8 @@
 """The training mix: world scenes (core/world/scenes.py) and images beyond the world (core/world/photos.py) as one
 space of tasks, so the target and every drafter learn from the same images. A photos task is named "photos/<task>"
-(e.g. "photos/layout"); a sample is a pure function of (split, index, task), which is all a saved training set keeps.
+(e.g. "photos/layout"), and "photos/<task>@<source>" asks it of one source's images (e.g. "photos/read@sign"), so a
+trainer can weigh (task, source) pairs; a sample is a pure function of (split, index, task), which is all a saved
+training set keeps.
 
     from core.world import mix
     mix.samples("train", 8, mix="world,photos")     # a list: alternating world scenes and other images
@@ -16,6 +18,7 @@ from dataclasses import replace
 from core.world import photos, scenes
 
 PHOTOS = "photos/"
+AT = "@"  # "photos/read@sign": the task asked of one source's images
 MIXES = ("world", "world,photos")
 
 
@@ -25,16 +28,22 @@ def sources(mix: str) -> tuple[str, ...]:
     return tuple(mix.split(","))
 
 
-def tasks(mix: str, source: str | None = None) -> tuple[str, ...]:
-    """The mix's task names (one source's only, if given)."""
-    names = {"world": scenes.TASKS, "photos": tuple(PHOTOS + t for t in photos.TASKS)}
+def tasks(mix: str, source: str | None = None, by_source: bool = False) -> tuple[str, ...]:
+    """The mix's task names (one source's only, if given); `by_source`: each photos task once per image source."""
+    if by_source:
+        beyond = tuple(PHOTOS + t + AT + s for t in photos.TASKS for s in photos.SOURCES)
+    else:
+        beyond = tuple(PHOTOS + t for t in photos.TASKS)
+    names = {"world": scenes.TASKS, "photos": beyond}
     return tuple(t for s in sources(mix) if source in (None, s) for t in names[s])
 
 
 def sample(split: str, index: int, task: str) -> scenes.Sample:
-    """The index-th sample of a task: a world scene, or (a photos/ task) an image beyond the world."""
+    """The index-th sample of a task: a world scene, or (a photos/ task) an image beyond the world, of the source
+    the task names or else the one the index cycles to. Its task is named without the source."""
     if task.startswith(PHOTOS):
-        return replace(photos.sample(split, index, task.removeprefix(PHOTOS)), task=task)
+        name, _, source = task.removeprefix(PHOTOS).partition(AT)
+        return replace(photos.sample(split, index, name, source or None), task=PHOTOS + name)
     return scenes.sample(split, index, task)
 
 
