@@ -49,7 +49,7 @@ from core.models.vlm import VisionLanguageModel, model_input  # noqa: E402
 from core.world import photos  # noqa: E402
 from core.training.batches import answer_batch, per_sample_loss  # noqa: E402
 from core.training.target import (  # noqa: E402
-    PROBES, PatchTextProbe, image_text_margin, patch_states, text_presence_loss)
+    PROBES, PatchTextProbe, RegionProbe, image_text_margin, patch_states, text_presence_loss)
 from transformers import Qwen2_5_VLVisionConfig  # noqa: E402  (after core: it makes torchvision import)
 
 REGIONS = 9
@@ -238,11 +238,13 @@ def scored_checkpoint(path: str, heldout) -> dict:
     whether the answers follow what the tower's head can tell)."""
     vlm = VisionLanguageModel.from_pretrained(path)
     vlm.model.eval()
-    heads = load_file(Path(path) / PROBES)
-    head = torch.nn.Linear(vlm.text_config.hidden_size, 2)
-    head.load_state_dict({"weight": heads["beyond.heads.text.weight"], "bias": heads["beyond.heads.text.bias"]})
+    region = RegionProbe(vlm.text_config.hidden_size)
+    region.load_state_dict({k.removeprefix("beyond."): v for k, v in load_file(Path(path) / PROBES).items()
+                            if k.startswith("beyond.")})
     squares, labels, sources, samples = heldout
-    return {"head": score(tower_encoder(vlm), head, squares, labels, sources),
+    with torch.no_grad():
+        features = tower_encoder(vlm)(squares)
+    return {"head": separation(region.text_margin(features), labels, sources),
             "answer": separation(reading_log_odds(vlm, samples), labels, sources)}
 
 

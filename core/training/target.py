@@ -175,6 +175,11 @@ class RegionProbe(torch.nn.Module):
         seen = torch.nn.functional.rms_norm(features, features.shape[-1:])
         return float((self.heads["term"](seen).argmax(-1) == self.targets(samples)["term"]).float().mean())
 
+    @torch.no_grad()
+    def text_margin(self, features: torch.Tensor) -> torch.Tensor:
+        """Each image's "holds text" margin [N] from its 9 visual tokens' features [N * 9, hidden]."""
+        return image_text_margin(self.heads["text"](torch.nn.functional.rms_norm(features, features.shape[-1:])))
+
 
 class PatchTextProbe(torch.nn.Module):
     """A linear head (discarded after training) on the tower's patches before the merger: whether each holds ink of

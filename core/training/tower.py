@@ -36,8 +36,7 @@ from transformers import Qwen2_5_VLVisionConfig, get_cosine_schedule_with_warmup
 from core.models.embedded import TargetSize, image_processor, vision_fields
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel, model_input
-from core.training.target import (PROBES, TargetTrainConfig, image_text_margin, new_probes, save_checkpoint,
-                                  vision_losses)
+from core.training.target import PROBES, TargetTrainConfig, new_probes, save_checkpoint, vision_losses
 from core.world import mix, photos, scenes
 
 TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
@@ -112,9 +111,7 @@ def evaluate(new: VisionLanguageModel, old: VisionLanguageModel, probes: torch.n
         known = [s for s in samples if s.text_regions is not None]  # a photograph that may show text is not
         if not known:
             continue
-        features = tokens(new, known)
-        logits = probes["beyond"].heads["text"](torch.nn.functional.rms_norm(features, features.shape[-1:]))
-        says_text = image_text_margin(logits) > 0
+        says_text = probes["beyond"].text_margin(tokens(new, known)) > 0
         out[source] = round(float((says_text == torch.tensor([bool(s.holds_text) for s in known])).float().mean()), 3)
     return out
 
