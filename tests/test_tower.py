@@ -10,16 +10,18 @@ import dataclasses
 import json
 
 import numpy as np
+import pytest
 import torch
 from helpers import TINY_TARGET
 from PIL import Image
 from safetensors.torch import load_file
 
+from core.__main__ import build_parser
 from core.models.embedded import new_target
 from core.models.vlm import VisionLanguageModel
 from core.training.target import PROBES, PatchTextProbe, TargetTrainConfig, patch_states
 from core.training.target import train as train_target
-from core.training.tower import TowerTrainConfig, train
+from core.training.tower import TowerTrainConfig, config, fine_tower, train
 from core.world.scenes import Sample
 
 FINE = dataclasses.replace(TINY_TARGET, patch=8, merge=8, window=128, vision_depth=2)
@@ -90,3 +92,23 @@ def test_a_new_tower_learns_the_old_tokens_and_keeps_the_language_model(tmp_path
     start, same = load_file(out / "model.safetensors"), load_file(again / "model.safetensors")
     assert start.keys() == same.keys() and all(torch.equal(start[k], same[k]) for k in start)
     assert all(torch.equal(v, load_file(again / PROBES)[k]) for k, v in load_file(out / PROBES).items())
+
+
+def test_the_command_line_sizes_the_new_tower(tiny_target_dir):
+    """--vision-depth and --vision-hidden size the fresh tower (heads of 16 channels); without them it is the default
+    fine tower; --init is required and must not be --out; --continue-tower trains init's own tower, of its size."""
+    def cfg(*flags):
+        return config(build_parser().parse_args(["train", "tower", *flags]))
+
+    narrow = cfg("--init", "runs/a", "--out", "runs/b", "--vision-depth", "3", "--vision-hidden", "32")
+    assert (narrow.size.vision_depth, narrow.size.vision_hidden, narrow.size.vision_heads) == (3, 32, 2)
+    assert narrow.size.patch == fine_tower().patch and narrow.init == "runs/a"
+    assert cfg("--init", "runs/a", "--out", "runs/b").size == fine_tower()
+    with pytest.raises(ValueError, match="--init is required"):
+        cfg("--out", "runs/b")
+    with pytest.raises(ValueError, match="must not be --init"):
+        cfg("--init", "runs/a", "--out", "runs/a")
+    resumed = cfg("--init", str(tiny_target_dir), "--out", "runs/b", "--continue-tower")
+    assert resumed.continue_tower and resumed.init == str(tiny_target_dir)
+    with pytest.raises(ValueError, match="own tower"):
+        cfg("--init", str(tiny_target_dir), "--out", "runs/b", "--continue-tower", "--vision-hidden", "96")

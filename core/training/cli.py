@@ -56,9 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="target, tower: weight of the per-patch text loss (which patches hold ink of text)")
     train.add_argument("--distill-weight", dest="distill_weight", type=float,
                        help="tower: weight of the old tower's tokens against the probes' losses")
-    train.add_argument("--vision-depth", dest="vision_depth", type=int, help="tower: blocks of the new tower (default 4)")
+    train.add_argument("--vision-depth", dest="vision_depth", type=int, help="tower: blocks of the new tower (default 6)")
+    train.add_argument("--vision-hidden", dest="vision_hidden", type=int,
+                       help="tower: channels of the new tower (default 64; heads of 16 channels)")
     train.add_argument("--continue-tower", dest="continue_tower", action="store_true", default=None,
-                       help="tower: train --init's own tower on (the same size) instead of a fresh one")
+                       help="tower: train --init's own tower on (its own size) instead of a fresh one")
     train.add_argument("--workers", type=int, help="tower: processes drawing the images ahead of the training step")
     train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated; "
                        "with --by-source also a source, @sign, or one pair, photos/read@sign)")
