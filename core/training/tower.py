@@ -136,7 +136,7 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
     torch.manual_seed(cfg.seed)
     old = VisionLanguageModel.from_pretrained(cfg.init)
     old.model.requires_grad_(False)
-    new = VisionLanguageModel.from_pretrained(cfg.init) if cfg.continue_tower else with_new_tower(old, cfg.size)
+    new = copy.deepcopy(old) if cfg.continue_tower else with_new_tower(old, cfg.size)
     visual = new.model.model.visual.train()
     new.model.requires_grad_(False)
     visual.requires_grad_(True)
