@@ -62,3 +62,17 @@ def test_heldout_wallpapers_are_written_whole(tmp_path):
     assert len(paths) == len(image_sources.split_photographs("heldout"))
     assert all(max(Image.open(p).size) <= image_sources.LONGEST_SIDE for p in paths)
     assert (tmp_path / "LICENSE-ukui-wallpapers.txt").read_text().startswith(("Format:", "This package"))
+
+
+def test_a_picture_counts_once_whatever_its_resolutions_and_overlays_are_left_out(tmp_path, monkeypatch):
+    # MATE ships NAME.jpg beside NAME_3840x2160.jpg; an overlay's transparent pixels take the desktop's colour.
+    for name, size in [("Sky.jpg", (64, 40)), ("Sky_3840x2160.jpg", (96, 54)), ("Leaf_1024x640.jpg", (64, 40)),
+                       ("Leaf_2560x1600.jpg", (96, 60))]:
+        Image.new("RGB", size, "blue").save(tmp_path / name)
+    Image.new("RGBA", (32, 32), (9, 9, 9, 255)).save(tmp_path / "Opaque.png")
+    overlay = Image.new("RGBA", (32, 32), (255, 255, 255, 0))
+    overlay.putpixel((3, 3), (255, 255, 255, 200))
+    overlay.save(tmp_path / "Overlay.png")
+    monkeypatch.setattr(image_sources, "_package_files", lambda package: sorted(tmp_path.iterdir()))
+    found = [Path(p).name for p in image_sources.photographs.__wrapped__("any")]
+    assert found == ["Leaf_2560x1600.jpg", "Opaque.png", "Sky.jpg"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.world import photographs, photos, text_images
+from core.world import image_sources, photographs, photos, text_images
 from core.world.describe import answers, layout
 
 
@@ -119,8 +119,10 @@ def test_the_target_trains_on_the_world_and_beyond(tmp_path, tokenizer):
     out = tmp_path / "target"
     train(TargetTrainConfig(steps=2, vision_steps=2, batch=12, warmup=1, init=str(old), out=str(out), eval_every=100,
                             eval_n=2, mix="world,photos"), TINY_TARGET)
-    log = json.loads((out / "training_log.json").read_text())["log"][-1]
+    written = json.loads((out / "training_log.json").read_text())
+    log = written["log"][-1]
     assert np.isfinite(log["loss"]) and set(log["photos"]) == {"generated", "photographs"}
+    assert written["photo_packages"] == image_sources.summary()  # which photographs this run learned from
     config = VisionLanguageModel.from_pretrained(out).model.config
     assert (config.image_side, config.vision_config.patch_size) == (192, 32)
     again = tmp_path / "continued"

@@ -8,6 +8,7 @@ drawings with no text at all.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,3 +71,4 @@ def test_fonts_come_from_the_machine_or_pillow():
     face = text_images.font(rng, 20)
     assert face.getbbox("Ab")[2] > 0
     assert all(path.lower().endswith((".ttf", ".otf")) for path in text_images.fonts())
+    assert not [path for path in text_images.fonts() if Path(path).stem in text_images.PICTURE_FONTS]

@@ -22,6 +22,7 @@ from core.models.vlm import VisionLanguageModel
 from core.training.target import PROBES, PatchTextProbe, TargetTrainConfig, patch_states
 from core.training.target import train as train_target
 from core.training.tower import TowerTrainConfig, config, fine_tower, train
+from core.world import image_sources
 from core.world.scenes import Sample
 
 FINE = dataclasses.replace(TINY_TARGET, patch=8, merge=8, window=128, vision_depth=2)
@@ -68,9 +69,11 @@ def test_a_new_tower_learns_the_old_tokens_and_keeps_the_language_model(tmp_path
     carries the language model bit for bit, gets closer to the old tower's tokens on held-out world scenes as it
     trains, and `train target --init` continues it with its own tower."""
     out = tmp_path / "tower"
-    train(TowerTrainConfig(init=str(tiny_target_dir), out=str(out), steps=40, batch=6, lr=3e-3, warmup=1, workers=1,
+    train(TowerTrainConfig(init=str(tiny_target_dir), out=str(out), steps=40, batch=6, lr=1e-3, warmup=1, workers=1,
                            eval_every=20, heldout=2, size=FINE))
-    log = json.loads((out / "training_log.json").read_text())["log"]
+    written = json.loads((out / "training_log.json").read_text())
+    log = written["log"]
+    assert written["photo_packages"] == image_sources.summary()
     assert [row["step"] for row in log] == [20, 40]
     assert log[-1]["heldout"]["world_distill"] < log[0]["heldout"]["world_distill"] / 2
     assert set(log[-1]["heldout"]) >= {"world_distill", "document", "sign", "photo"}

@@ -48,7 +48,7 @@ from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, resized
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
-from core.world import describe, mix, photos, scenes
+from core.world import describe, image_sources, mix, photos, scenes
 
 PROBES = "probes.safetensors"  # beside a training checkpoint; not copied with the shipped model
 
@@ -350,7 +350,8 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     out = Path(cfg.out)
     save_checkpoint(vlm, probes, out)
     (out / "training_log.json").write_text(
-        json.dumps(recorded({"config": asdict(cfg), "size": asdict(size), "log": log}), indent=1)
+        json.dumps(recorded({"config": asdict(cfg), "size": asdict(size), "photo_packages": image_sources.summary(),
+                             "log": log}), indent=1)
     )
     return vlm
 

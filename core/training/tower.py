@@ -37,7 +37,7 @@ from core.models.embedded import TargetSize, image_processor, vision_fields
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel, model_input
 from core.training.target import PROBES, TargetTrainConfig, new_probes, save_checkpoint, vision_losses
-from core.world import mix, photos, scenes
+from core.world import image_sources, mix, photos, scenes
 
 TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
 
@@ -182,7 +182,8 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
                 save_checkpoint(new, probes, Path(cfg.out))
     new.model.eval()
     save_checkpoint(new, probes, Path(cfg.out))
-    (Path(cfg.out) / "training_log.json").write_text(json.dumps(recorded({"config": asdict(cfg), "log": log}), indent=1))
+    (Path(cfg.out) / "training_log.json").write_text(json.dumps(recorded(
+        {"config": asdict(cfg), "photo_packages": image_sources.summary(), "log": log}), indent=1))
     return new
 
 

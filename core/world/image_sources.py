@@ -13,6 +13,7 @@ training logs name the packages trained on, and docs/models.md their licences. N
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 from functools import lru_cache
@@ -27,12 +28,19 @@ PHOTO_PACKAGES = {
     "plasma-workspace-wallpapers": "train",  # KDE Plasma's wallpapers (GPL-2+)
     "gnome-backgrounds": "train",  # GNOME's backgrounds (CC-BY-SA-3.0)
     "lomiri-wallpapers": "train",  # Lomiri's backgrounds (CC-BY-4.0, CC-BY-SA-3.0/4.0, CC0-1.0, Expat)
+    # From target run 22 on: photographs of nature and rooms beside more artwork. sway-backgrounds is not used: every
+    # picture of it carries the word "SWAY".
+    "mate-backgrounds": "train",  # MATE's backgrounds (GPL-2+, CC-BY-SA-4.0)
+    "lomiri-wallpapers-16.04": "train",  # as lomiri-wallpapers (one source package)
+    "lomiri-wallpapers-20.04": "train",
     "ukui-wallpapers": "heldout",  # UKUI's wallpapers (CC-BY-SA-3.0): held out whole
 }
 # GPL-2+ with the Bitstream Vera licence, OFL-1.1, GPL-3+ with the font exception, AGPL-3 with the font exception
 FONT_PACKAGES = ("fonts-dejavu-core", "fonts-liberation", "fonts-freefont-ttf", "fonts-urw-base35")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 LONGEST_SIDE = 768  # photographs are kept this large in memory: training resamples them far smaller anyway
+# A resolution in a file name: Plasma's "1920x1080.jpg", MATE's "Elephants_3840x2160.jpg".
+RESOLUTION = re.compile(r"(?:^|_)(\d+)x\d+$")
 
 
 def install() -> None:
@@ -53,19 +61,32 @@ def _package_files(package: str) -> list[Path]:
 @lru_cache(maxsize=None)
 def photographs(package: str) -> tuple[str, ...]:
     """A package's images, one per picture (a wallpaper shipped at many resolutions: the one nearest 1920 wide),
-    sorted; empty where the package is not installed."""
+    sorted; empty where the package is not installed. An overlay (a picture with transparent pixels, whose look
+    depends on the desktop beneath it) is not a photograph and is left out."""
     by_picture: dict[Path, list[Path]] = {}
     for path in _package_files(package):
-        if not path.is_file() or path.stem == "screenshot":  # Plasma's preview of a wallpaper
+        if not path.is_file() or path.stem == "screenshot" or _transparent(path):  # screenshot: Plasma's preview
             continue
-        # Plasma keeps each picture's resolutions in NAME/contents/images[_dark]/WxH.jpg; elsewhere a file is a picture.
-        key = path.parent if path.parent.parent.name == "contents" else path
+        # Plasma keeps each picture's resolutions in NAME/contents/images[_dark]/WxH.jpg; MATE names them
+        # NAME_WxH.jpg beside NAME.jpg; elsewhere a file is a picture.
+        if path.parent.parent.name == "contents":
+            key = path.parent
+        else:
+            key = path.with_name(RESOLUTION.sub("", path.stem))
         by_picture.setdefault(key, []).append(path)
 
     def width(p: Path) -> int:
-        return int(p.stem.split("x")[0]) if p.stem.split("x")[0].isdigit() else 1920
+        found = RESOLUTION.search(p.stem)
+        return int(found.group(1)) if found else 1920
 
     return tuple(sorted(str(min(paths, key=lambda p: abs(width(p) - 1920))) for paths in by_picture.values()))
+
+
+def _transparent(path: Path) -> bool:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.mode in ("RGBA", "LA", "PA") and image.getchannel("A").getextrema()[0] < 255
 
 
 def split_photographs(split: str) -> tuple[str, ...]:

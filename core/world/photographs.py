@@ -23,8 +23,10 @@ PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "cat", "hubble_d
           "moon", "page", "text", "coins", "horse", "retina", "logo", "colorwheel", "grass", "gravel", "brick",
           "clock", "cell")
 HELDOUT_PHOTOS = ("astronaut", "chelsea", "rocket", "retina")
-# Photographs that show text (a crop of them may: a reading question is not asked of them).
-PHOTOS_WITH_TEXT = ("page", "text", "logo", "clock", "focal-ubuntukylin.png")
+# Photographs that show text (a crop of them may: a reading question is not asked of them): the astronaut's mission
+# patch names its crew, a wine bottle its label, MATE's logo a line under it.
+PHOTOS_WITH_TEXT = ("page", "text", "logo", "clock", "astronaut", "focal-ubuntukylin.png", "GreenTraditional.jpg",
+                    "Wine_by_Jakkub_Mede.jpg")
 
 
 def random_size(rng: random.Random) -> tuple[int, int]:

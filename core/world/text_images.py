@@ -42,11 +42,15 @@ PUNCTUATION = ".,:;!?-/()&%$#@'\""
 REGION_INK = 0.01  # share of a region's pixels (at 96x96) that must be ink for the region to hold text
 
 
+# Fonts whose letters are pictures (URW's Dingbats): what they draw is shapes, not text.
+PICTURE_FONTS = ("D050000L",)
+
+
 @lru_cache(maxsize=1)
 def fonts() -> tuple[str, ...]:
-    """Installed TrueType / OpenType fonts, sorted (an empty tuple: Pillow's default font only)."""
+    """Installed TrueType / OpenType fonts but PICTURE_FONTS, sorted (an empty tuple: Pillow's default font only)."""
     found = {str(p) for folder in FONT_DIRS if folder.is_dir() for p in folder.rglob("*")
-             if p.suffix.lower() in (".ttf", ".otf")}
+             if p.suffix.lower() in (".ttf", ".otf") and p.stem not in PICTURE_FONTS}
     return tuple(sorted(found))
 
 
