@@ -65,7 +65,7 @@ def photographs(package: str) -> tuple[str, ...]:
     depends on the desktop beneath it) is not a photograph and is left out."""
     by_picture: dict[Path, list[Path]] = {}
     for path in _package_files(package):
-        if not path.is_file() or path.stem == "screenshot" or _transparent(path):  # screenshot: Plasma's preview
+        if not path.is_file() or path.stem == "screenshot":  # Plasma's preview of a wallpaper
             continue
         # Plasma keeps each picture's resolutions in NAME/contents/images[_dark]/WxH.jpg; MATE names them
         # NAME_WxH.jpg beside NAME.jpg; elsewhere a file is a picture.
@@ -79,7 +79,8 @@ def photographs(package: str) -> tuple[str, ...]:
         found = RESOLUTION.search(p.stem)
         return int(found.group(1)) if found else 1920
 
-    return tuple(sorted(str(min(paths, key=lambda p: abs(width(p) - 1920))) for paths in by_picture.values()))
+    chosen = (min(paths, key=lambda p: abs(width(p) - 1920)) for paths in by_picture.values())
+    return tuple(sorted(str(p) for p in chosen if not _transparent(p)))  # one decode per picture, not per resolution
 
 
 def _transparent(path: Path) -> bool:
