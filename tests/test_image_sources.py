@@ -7,6 +7,8 @@ per picture, licences beside what is written from them. Skips where the packages
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,17 @@ def test_a_picture_counts_once_whatever_its_resolutions_and_overlays_are_left_ou
     monkeypatch.setattr(image_sources, "_package_files", lambda package: sorted(tmp_path.iterdir()))
     found = [Path(p).name for p in image_sources.photographs.__wrapped__("any")]
     assert found == ["Leaf_2560x1600.jpg", "Opaque.png", "Sky.jpg"]
+
+
+def test_install_runs_before_pillow_is_there():
+    """CI runs `--install` with the machine's bare interpreter, before the project's packages (Pillow) are in: -S
+    leaves site-packages out, and Pillow is kept out even where the interpreter's own library holds it."""
+    script = ("import sys; sys.modules['PIL'] = None\n"  # `import PIL` now raises ImportError
+              "import core.world.image_sources as sources\n"
+              "sources.install = lambda: print('installed')\n"
+              "sys.argv = ['image_sources', '--install']\n"
+              "sources.main()\n")
+    ran = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "installed"

@@ -2,8 +2,8 @@
 the fonts core/world/text_images.py renders text in. Installed by this project's setup step, never by hand; one whole
 package is held out, so the held-out split shows photographs of a source training never saw.
 
-    python -m core.world.image_sources --install     # apt-get install the packages (root; CI runs it)
-    python -m core.world.image_sources               # what is installed: packages, images, licences
+    python -m core.world.image_sources --install     # apt-get install the packages (root; CI runs it; no Pillow needed)
+    python -m core.world.image_sources               # what is installed: packages, images, licences (needs Pillow)
     python -m core.world.photos --heldout-views DIR --views 100 --of wallpaper   # views of the held-out package's
 
 Each package's licence is its Debian copyright file, beside the images in /usr/share/doc/PACKAGE/copyright; the
@@ -134,9 +134,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--install", action="store_true", help="apt-get install the packages")
     args = parser.parse_args()
-    if args.install:
+    if args.install:  # run by a bare interpreter (CI, Dockerfile) before the project's packages, Pillow among them
         install()
-        photographs.cache_clear()
+        return
     for package, row in summary().items():
         print(f"{package:30} {row['split']:8} {row['images']:3} images, licence "
               f"{'/usr/share/doc/' + package + '/copyright' if row['licence_file'] else 'not installed'}")
