@@ -11,10 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
-from core.world import image_sources, photographs, photos
+from core.world import image_sources, mix, photographs, photos
 
 installed = all(image_sources.photographs(p) for p in image_sources.PHOTO_PACKAGES)
 needs_packages = pytest.mark.skipif(not installed, reason="python -m core.world.image_sources --install")
@@ -92,3 +93,44 @@ def test_install_runs_before_pillow_is_there():
                          cwd=Path(__file__).resolve().parents[1])
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "installed"
+
+
+@pytest.fixture
+def cleared_caches():
+    """photographs() and fonts() are cached per process: cleared around a test that points them elsewhere."""
+    caches = (image_sources.photographs, image_sources.fonts)
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+@needs_packages
+def test_an_exported_folder_draws_what_the_packages_draw(tmp_path, monkeypatch, cleared_caches):
+    """`--export` writes every picture, font and licence; a machine that names the folder (a GPU box without Debian's
+    archive) draws the same samples: the same pictures by the same names (PHOTOS_WITH_TEXT matches), the same fonts
+    in the same order, the pixels within JPEG's rounding."""
+    own = mix.tasks("world,photos", "photos")
+    indices = [(split, 6_000_000 + 7 * i) for split in ("train", "heldout") for i in range(18)]
+    before = [mix.sample(split, i, own[i % len(own)]) for split, i in indices]
+    installed = {package: image_sources.photographs(package) for package in image_sources.PHOTO_PACKAGES}
+    fonts = image_sources.fonts()
+    written = image_sources.export(tmp_path)
+    assert written == {**{package: len(paths) for package, paths in installed.items()}, "fonts": len(fonts)}
+
+    monkeypatch.setenv(image_sources.EXPORTED, str(tmp_path))
+    image_sources.photographs.cache_clear()
+    image_sources.fonts.cache_clear()
+    for package, paths in installed.items():
+        copies = image_sources.photographs(package)
+        assert [image_sources.picture_name(p) for p in copies] == [Path(p).name for p in paths]
+        assert image_sources.licence(package) == (Path("/usr/share/doc") / package / "copyright").read_text()
+    assert [Path(f).name.split("-", 1)[1] for f in image_sources.fonts()] == [Path(f).name for f in fonts]
+    after = [mix.sample(split, i, own[i % len(own)]) for split, i in indices]
+    assert [(s.prompt, s.answer) for s in after] == [(s.prompt, s.answer) for s in before]
+    for a, b in zip(before, after):
+        assert a.image.size == b.image.size
+        assert np.abs(np.asarray(a.image, float) - np.asarray(b.image, float)).mean() < 3
+    with pytest.raises(ValueError, match="not from another export"):
+        image_sources.export(tmp_path / "again")

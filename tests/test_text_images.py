@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.world import text_images
+from core.world import image_sources, text_images
 
 
 @pytest.mark.parametrize("source", text_images.SOURCES)
@@ -70,5 +70,5 @@ def test_fonts_come_from_the_machine_or_pillow():
     rng = random.Random(1)
     face = text_images.font(rng, 20)
     assert face.getbbox("Ab")[2] > 0
-    assert all(path.lower().endswith((".ttf", ".otf")) for path in text_images.fonts())
-    assert not [path for path in text_images.fonts() if Path(path).stem in text_images.PICTURE_FONTS]
+    assert all(path.lower().endswith((".ttf", ".otf")) for path in image_sources.fonts())
+    assert not [path for path in image_sources.fonts() if Path(path).stem in image_sources.PICTURE_FONTS]

@@ -15,13 +15,14 @@ import torch
 from helpers import TINY_TARGET
 from PIL import Image
 from safetensors.torch import load_file
+from transformers import get_cosine_schedule_with_warmup
 
 from core.__main__ import build_parser
-from core.models.embedded import new_target
+from core.models.embedded import image_processor, new_target
 from core.models.vlm import VisionLanguageModel
 from core.training.target import PROBES, PatchTextProbe, TargetTrainConfig, patch_states
 from core.training.target import train as train_target
-from core.training.tower import TowerTrainConfig, config, fine_tower, train
+from core.training.tower import TowerTrainConfig, config, fine_tower, lr_factor, torchvision_twin, train
 from core.world import image_sources
 from core.world.scenes import Sample
 
@@ -107,6 +108,8 @@ def test_the_command_line_sizes_the_new_tower(tiny_target_dir):
     assert (narrow.size.vision_depth, narrow.size.vision_hidden, narrow.size.vision_heads) == (3, 32, 2)
     assert narrow.size.patch == fine_tower().patch and narrow.init == "runs/a"
     assert cfg("--init", "runs/a", "--out", "runs/b").size == fine_tower()
+    leased = cfg("--init", "runs/a", "--out", "runs/b", "--device", "cuda", "--seconds", "420")
+    assert (leased.device, leased.seconds) == ("cuda", 420.0)
     with pytest.raises(ValueError, match="--init is required"):
         cfg("--out", "runs/b")
     with pytest.raises(ValueError, match="must not be --init"):
@@ -115,3 +118,39 @@ def test_the_command_line_sizes_the_new_tower(tiny_target_dir):
     assert resumed.continue_tower and resumed.init == str(tiny_target_dir)
     with pytest.raises(ValueError, match="own tower"):
         cfg("--init", str(tiny_target_dir), "--out", "runs/b", "--continue-tower", "--vision-hidden", "96")
+
+
+def test_the_schedule_is_transformers_cosine_and_a_time_budget_ends_it_early(tmp_path, tiny_target_dir):
+    """Without a time budget the learning rate follows transformers' warmup + cosine; with one (a GPU lease) the
+    cosine runs over the budget when that ends first, and training stops there with its evaluation and checkpoint."""
+    cfg = TowerTrainConfig(steps=50, warmup=5)
+    reference = get_cosine_schedule_with_warmup(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0), 5, 50)
+    expected = []
+    for _ in range(50):
+        expected.append(reference.get_last_lr()[0])
+        reference.optimizer.step()
+        reference.step()
+    assert [lr_factor(step, cfg, elapsed=1e9) for step in range(50)] == pytest.approx(expected)
+    timed = dataclasses.replace(cfg, seconds=100.0)
+    assert lr_factor(25, timed, elapsed=50.0) == pytest.approx(0.5)  # half the budget: half the cosine
+    assert lr_factor(45, timed, elapsed=10.0) == pytest.approx(lr_factor(45, cfg, 0.0))  # the steps end first
+    out = tmp_path / "timed"
+    train(TowerTrainConfig(init=str(tiny_target_dir), out=str(out), steps=1000, batch=4, warmup=1, workers=1,
+                           eval_every=500, heldout=2, size=FINE, seconds=1e-6, device="cpu"))
+    log = json.loads((out / "training_log.json").read_text())["log"]
+    assert [row["step"] for row in log] == [1]
+    assert VisionLanguageModel.from_pretrained(out).model.config.vision_config.patch_size == 8
+
+
+def test_on_a_gpu_the_squares_pixels_are_the_pil_processors():
+    """Training on a GPU gives the tower the torchvision twin's tensors, computed there; on the squares the tower
+    trains on they are the PIL processor's (what inference uses) within float rounding, for both patch sizes."""
+    pytest.importorskip("torchvision")
+    rng = np.random.default_rng(0)
+    squares = [Image.fromarray(rng.integers(0, 256, (192, 192, 3), dtype=np.uint8)) for _ in range(3)]
+    for size in (TINY_TARGET, FINE):
+        processor = image_processor(size)
+        pil = processor(images=squares, return_tensors="pt")
+        twin = torchvision_twin(processor)(images=squares, return_tensors="pt", device="cpu")
+        assert torch.equal(pil["image_grid_thw"], twin["image_grid_thw"])
+        assert torch.allclose(pil["pixel_values"], twin["pixel_values"], atol=1e-5)

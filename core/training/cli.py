@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--continue-tower", dest="continue_tower", action="store_true", default=None,
                        help="tower: train --init's own tower on (its own size) instead of a fresh one")
     train.add_argument("--workers", type=int, help="tower: processes drawing the images ahead of the training step")
+    train.add_argument("--device", help="tower: cuda or cpu (default: cuda where there is one)")
+    train.add_argument("--seconds", type=float, help="tower: a time budget: training stops there, its learning rate's "
+                       "cosine run over whichever of --steps and the budget ends first (a GPU lease)")
     train.add_argument("--boost", help="target: tasks drawn more often, e.g. photos/read:3 (TASK:FACTOR, comma-separated; "
                        "with --by-source also a source, @sign, or one pair, photos/read@sign)")
     train.add_argument("--by-source", dest="by_source", action="store_true", default=None,

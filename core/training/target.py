@@ -112,7 +112,7 @@ class VisionProbe(torch.nn.Module):
         }
 
     def losses(self, features: torch.Tensor, batch: list[scenes.Sample]) -> dict[str, torch.Tensor]:
-        targets = self.targets(batch)
+        targets = {name: target.to(features.device) for name, target in self.targets(batch).items()}
         out = {}
         for name, head in self.heads.items():
             if (targets[name] == -100).all():  # no sample of this batch has the fact (e.g. no chart): no loss, not NaN
@@ -155,7 +155,7 @@ class RegionProbe(torch.nn.Module):
                 "text": torch.tensor(texts)}
 
     def losses(self, features: torch.Tensor, samples: list[scenes.Sample]) -> dict[str, torch.Tensor]:
-        targets = self.targets(samples)
+        targets = {name: target.to(features.device) for name, target in self.targets(samples).items()}
         if features.shape[0] != targets["term"].shape[0]:
             raise ValueError(f"{features.shape[0]} visual tokens for {len(samples)} images: the probe needs 3x3 "
                              "tokens per image (a config whose image_side is 3 merged patches)")
@@ -173,7 +173,7 @@ class RegionProbe(torch.nn.Module):
     @torch.no_grad()
     def term_accuracy(self, features: torch.Tensor, samples: list[scenes.Sample]) -> float:
         seen = torch.nn.functional.rms_norm(features, features.shape[-1:])
-        return float((self.heads["term"](seen).argmax(-1) == self.targets(samples)["term"]).float().mean())
+        return float((self.heads["term"](seen).argmax(-1).cpu() == self.targets(samples)["term"]).float().mean())
 
     @torch.no_grad()
     def text_margin(self, features: torch.Tensor) -> torch.Tensor:
@@ -213,7 +213,7 @@ class PatchTextProbe(torch.nn.Module):
 
     def loss(self, patches: torch.Tensor, samples: list[scenes.Sample], side: int, merge: int) -> torch.Tensor:
         grid = round((patches.shape[0] / len(samples)) ** 0.5)
-        labels = self.targets(samples, side, grid, merge)
+        labels = self.targets(samples, side, grid, merge).to(patches.device)
         if (labels == -100).all():
             return torch.zeros(())
         seen = torch.nn.functional.rms_norm(patches, patches.shape[-1:])
@@ -227,7 +227,7 @@ def patch_states(visual: torch.nn.Module, out, grid_thw: torch.Tensor) -> torch.
     window_index, _ = get_vision_window_index(grid_thw, visual.spatial_merge_size, visual.window_size,
                                               visual.patch_size)
     hidden = out.last_hidden_state
-    return hidden.view(-1, unit, hidden.shape[-1])[torch.argsort(window_index)].view(hidden.shape)
+    return hidden.view(-1, unit, hidden.shape[-1])[torch.argsort(window_index).to(hidden.device)].view(hidden.shape)
 
 
 def text_presence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,8 @@ beside them where text is. The language model is copied unchanged.
     python -m core train target --init runs/tower --mix world,photos ...   # then the whole model, as usual
     python -m core train tower --init runs/target --out runs/tower-more --continue-tower ...
         # a target that already has such a tower: that tower, of its own size, trains on (its first tokens the teacher)
+    python -m core train tower ... --device cuda --seconds 420 --workers 15 --batch 96
+        # on a lent GPU, for a time budget: scripts/device_tower.sh runs this there
 
 Why: the target's tower of 32-pixel patches cannot learn where free text and signs are, while a fresh tower of
 8-pixel patches merged 8x8, told which of its patches hold ink of text, learns it (docs/experiments.md, "which vision
@@ -13,14 +15,17 @@ world from the old tower's; so the new tower is distilled: on world scenes and o
 old tower's tokens serve the language model's answers, it learns to give the same tokens (mean squared error scaled
 by the old tokens' mean square); on images with text it is free to differ, and everywhere it learns the probes'
 facts (core/training/target.py: the world's patch classes and cells, the regions' colours and text, each patch's
-ink of text). Images are drawn by `--workers` processes ahead of the training step (drawing dominates on a CPU),
-every step a new batch: more distinct images than the experiments' 19200, after which the tower stopped improving.
+ink of text). Images are drawn by `--workers` processes ahead of the training step, every step a new batch: more
+distinct images than the experiments' 19200, after which the tower stopped improving. On a CPU the 6 x 64 tower's own
+step is what takes the time (1.7 s of one core at batch 24, the drawing under half a core): a GPU takes the step, and
+the machine's other cores draw.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import multiprocessing
 import os
 import time
@@ -31,7 +36,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 from safetensors.torch import load_file
-from transformers import Qwen2_5_VLVisionConfig, get_cosine_schedule_with_warmup
+from transformers import Qwen2_5_VLVisionConfig, Qwen2VLImageProcessor
 
 from core.models.embedded import TargetSize, image_processor, vision_fields
 from core.models.loading import recorded
@@ -65,6 +70,8 @@ class TowerTrainConfig:
     text_weight: float = 4.0
     patch_text_weight: float = 1.0
     workers: int = 2
+    device: str = ""  # "": cuda where there is one, else cpu
+    seconds: float = 0  # a time budget (a GPU lease): training stops there, its schedule run over it; 0: none
     eval_every: int = 250
     heldout: int = 24  # held-out images of every source beyond the world, and world scenes, scored every eval
     continue_tower: bool = False  # start from init's own tower (and probes) instead of a fresh one: more text steps
@@ -97,7 +104,7 @@ def draw_batch(step: int, cfg: TowerTrainConfig) -> list[scenes.Sample]:
 def distill_loss(student: torch.Tensor, teacher: torch.Tensor, batch: list[scenes.Sample]) -> torch.Tensor:
     """The old tower's tokens [N * 9, hidden] on the images whose answers do not depend on text."""
     tokens = student.shape[0] // len(batch)
-    keep = torch.tensor([not s.holds_text for s in batch]).repeat_interleave(tokens)
+    keep = torch.tensor([not s.holds_text for s in batch], device=student.device).repeat_interleave(tokens)
     if not keep.any():
         return torch.zeros(())
     return torch.nn.functional.mse_loss(student[keep], teacher[keep]) / teacher[keep].pow(2).mean()
@@ -113,14 +120,30 @@ def evaluate(new: VisionLanguageModel, old: VisionLanguageModel, probes: torch.n
         known = [s for s in samples if s.text_regions is not None]  # a photograph that may show text is not
         if not known:
             continue
-        says_text = probes["beyond"].text_margin(tokens(new, known)) > 0
+        says_text = (probes["beyond"].text_margin(tokens(new, known)) > 0).cpu()
         out[source] = round(float((says_text == torch.tensor([bool(s.holds_text) for s in known])).float().mean()), 3)
     return out
 
 
-def tokens(vlm: VisionLanguageModel, batch: list[scenes.Sample]) -> torch.Tensor:
-    pixels = vlm.pixels([s.image for s in batch])
+def tokens(vlm: VisionLanguageModel, batch: list[scenes.Sample], pixels=None) -> torch.Tensor:
+    if pixels is None:
+        pixels = vlm.pixels([s.image for s in batch]).to(vlm.device)
     return torch.cat(vlm.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"]).pooler_output)
+
+
+def square_pixels(vlm: VisionLanguageModel, device: torch.device):
+    """The image processor's tensors, on `device`, for images already the square the model sees (draw_squares'): on
+    a CPU vlm.pixels; on a GPU the processor's torchvision twin, run there (same settings, the same pixels within
+    float rounding on such squares: tests/test_tower.py), since the PIL processor would hold every step to the CPU."""
+    if device.type == "cpu":
+        return lambda images: vlm.pixels(images)
+    twin = torchvision_twin(vlm.image_processor)
+    return lambda images: twin(images=images, return_tensors="pt", device=device)
+
+
+def torchvision_twin(processor) -> Qwen2VLImageProcessor:
+    return Qwen2VLImageProcessor(**{k: v for k, v in processor.to_dict().items()
+                                    if k not in ("image_processor_type", "processor_class")})
 
 
 def train(cfg: TowerTrainConfig) -> VisionLanguageModel:
@@ -134,22 +157,28 @@ def train(cfg: TowerTrainConfig) -> VisionLanguageModel:
 
 def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
     torch.manual_seed(cfg.seed)
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.backends.cuda.matmul.allow_tf32 = True  # a GPU's fp32 matrix products at TF32: the tower is small
     old = VisionLanguageModel.from_pretrained(cfg.init)
     old.model.requires_grad_(False)
     new = copy.deepcopy(old) if cfg.continue_tower else with_new_tower(old, cfg.size)
+    old.model.to(device)
+    new.model.to(device)
     visual = new.model.model.visual.train()
     new.model.requires_grad_(False)
     visual.requires_grad_(True)
     probes = new_probes(new, TargetTrainConfig(text_weight=cfg.text_weight, patch_text_weight=cfg.patch_text_weight))
     if cfg.continue_tower and (Path(cfg.init) / PROBES).is_file():
         probes.load_state_dict(load_file(Path(cfg.init) / PROBES))
+    probes.to(device)
     opt = torch.optim.AdamW([{"params": visual.parameters(), "lr": cfg.lr},
                              {"params": probes.parameters(), "lr": cfg.probe_lr}], weight_decay=cfg.weight_decay)
-    sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
+    log, start = [], time.time()
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, cfg, time.time() - start))
+    old_pixels, new_pixels = square_pixels(old, device), square_pixels(new, device)
     world = scenes.samples("heldout", cfg.heldout, start=20_000)
     beyond = {source: [photos.sample("heldout", 60_000 + i, "read", source) for i in range(cfg.heldout)]
               for source in photos.SOURCES}
-    log, start = [], time.time()
     with multiprocessing.get_context("fork").Pool(cfg.workers) as pool:
         # A few batches drawn ahead, no more: batches waiting in memory would grow without bound.
         ahead = deque(pool.apply_async(draw_squares, (step, cfg, new.model.config.image_side))
@@ -158,9 +187,10 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
             batch = ahead.popleft().get()
             if step + len(ahead) < cfg.steps:
                 ahead.append(pool.apply_async(draw_squares, (step + len(ahead), cfg, new.model.config.image_side)))
+            images = [s.image for s in batch]
             with torch.no_grad():
-                teacher = tokens(old, batch)
-            pixels = new.pixels([s.image for s in batch])
+                teacher = tokens(old, batch, old_pixels(images))
+            pixels = new_pixels(images)
             out = new.model.get_image_features(pixels["pixel_values"], pixels["image_grid_thw"], return_dict=True)
             distill = distill_loss(torch.cat(out.pooler_output), teacher, batch)
             probe = vision_losses(new, probes, out, pixels["image_grid_thw"], batch)
@@ -173,18 +203,31 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
             if step % 25 == 0:
                 print(f"tower step {step} distill {distill.item():.4f} probes {probe.item():.3f} "
                       f"{time.time() - start:.0f}s", flush=True)
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            last = step == cfg.steps or bool(cfg.seconds and time.time() - start >= cfg.seconds)
+            if step % cfg.eval_every == 0 or last:
                 visual.eval()
                 log.append({"step": step, "seconds": round(time.time() - start), "distill": round(distill.item(), 4),
                             "probes": round(probe.item(), 3), "heldout": evaluate(new, old, probes, world, beyond)})
                 visual.train()
                 print("eval", json.dumps(log[-1]), flush=True)
                 save_checkpoint(new, probes, Path(cfg.out))
+            if last:
+                break
     new.model.eval()
     save_checkpoint(new, probes, Path(cfg.out))
     (Path(cfg.out) / "training_log.json").write_text(json.dumps(recorded(
         {"config": asdict(cfg), "photo_packages": image_sources.summary(), "log": log}), indent=1))
     return new
+
+
+def lr_factor(step: int, cfg: TowerTrainConfig, elapsed: float) -> float:
+    """Linear warmup, then a cosine to 0 over the steps or, with a time budget, over whichever runs out first."""
+    if step < cfg.warmup:
+        return step / max(1, cfg.warmup)
+    done = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    if cfg.seconds:
+        done = max(done, elapsed / cfg.seconds)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
 
 
 def draw_squares(step: int, cfg: TowerTrainConfig, side: int) -> list[scenes.Sample]:

@@ -108,7 +108,7 @@ def wallpaper(rng: random.Random, split: str) -> tuple[Image.Image | None, str]:
     if not paths:
         return None, ""
     path = rng.choice(paths)
-    return image_sources.load(path), path.rsplit("/", 1)[-1]
+    return image_sources.load(path), image_sources.picture_name(path)
 
 
 def photo(rng: random.Random, split: str, from_wallpapers: bool = False) -> Image.Image | None:

@@ -173,7 +173,8 @@ def write_heldout_photos(folder: str, source: str = "photo") -> list[str]:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     if source == "wallpaper":
-        pictures = {Path(p).name: image_sources.load(p) for p in image_sources.split_photographs("heldout")}
+        pictures = {image_sources.picture_name(p): image_sources.load(p)
+                    for p in image_sources.split_photographs("heldout")}
         if not pictures:
             raise RuntimeError("the held-out wallpaper package is not installed: python -m core.world.image_sources "
                                "--install")

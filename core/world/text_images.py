@@ -25,38 +25,23 @@ from __future__ import annotations
 import math
 import random
 import string
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from core.world import photographs
+from core.world import image_sources, photographs
 
 SOURCES = ("text", "document", "screenshot", "slide", "sign", "drawing")
 WITH_TEXT = ("text", "document", "screenshot", "slide", "sign")
-FONT_DIRS = (Path("/usr/share/fonts"), Path("/usr/local/share/fonts"))
 SYLLABLES = ("ka", "lo", "mi", "ten", "ar", "sto", "ve", "ri", "nu", "pe", "dor", "an", "is", "qu", "el", "bra",
              "on", "ex", "ti", "ul", "mar", "gen", "sa", "fi", "wo", "th", "ch", "ing", "er", "pro", "con", "ment")
 PUNCTUATION = ".,:;!?-/()&%$#@'\""
 REGION_INK = 0.01  # share of a region's pixels (at 96x96) that must be ink for the region to hold text
 
 
-# Fonts whose letters are pictures (URW's Dingbats): what they draw is shapes, not text.
-PICTURE_FONTS = ("D050000L",)
-
-
-@lru_cache(maxsize=1)
-def fonts() -> tuple[str, ...]:
-    """Installed TrueType / OpenType fonts but PICTURE_FONTS, sorted (an empty tuple: Pillow's default font only)."""
-    found = {str(p) for folder in FONT_DIRS if folder.is_dir() for p in folder.rglob("*")
-             if p.suffix.lower() in (".ttf", ".otf") and p.stem not in PICTURE_FONTS}
-    return tuple(sorted(found))
-
-
 def font(rng: random.Random, size: int, monospace: bool = False) -> ImageFont.FreeTypeFont:
     """A random installed font at `size` pixels (Pillow's default where none, or it fails to load)."""
-    names = [f for f in fonts() if not monospace or "mono" in f.lower()] or list(fonts())
+    names = [f for f in image_sources.fonts() if not monospace or "mono" in f.lower()] or list(image_sources.fonts())
     if names and rng.random() < 0.9:
         try:
             return ImageFont.truetype(rng.choice(names), size)
