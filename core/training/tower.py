@@ -136,7 +136,7 @@ def square_pixels(vlm: VisionLanguageModel, device: torch.device):
     a CPU vlm.pixels; on a GPU the processor's torchvision twin, run there (same settings, the same pixels within
     float rounding on such squares: tests/test_tower.py), since the PIL processor would hold every step to the CPU."""
     if device.type == "cpu":
-        return lambda images: vlm.pixels(images)
+        return vlm.pixels
     twin = torchvision_twin(vlm.image_processor)
     return lambda images: twin(images=images, return_tensors="pt", device=device)
 
