@@ -147,9 +147,14 @@ def load(path: str) -> Image.Image:
     return image
 
 
-def licence(package: str) -> str | None:
+def licence_path(package: str) -> Path:
+    """Where a package's licence is: its Debian copyright file, or the exported folder's copy."""
     folder = exported()
-    path = folder / package / "copyright" if folder is not None else Path("/usr/share/doc") / package / "copyright"
+    return folder / package / "copyright" if folder is not None else Path("/usr/share/doc") / package / "copyright"
+
+
+def licence(package: str) -> str | None:
+    path = licence_path(package)
     return path.read_text(errors="replace") if path.is_file() else None
 
 
@@ -208,7 +213,7 @@ def main() -> None:
     parser.add_argument("--export", metavar="DIR", help="write the pictures, fonts and licences to DIR (for "
                         f"{EXPORTED}=DIR on a machine without the packages)")
     args = parser.parse_args()
-    if args.install:  # run by a bare interpreter (CI, Dockerfile) before the project's packages, Pillow among them
+    if args.install:  # run by a bare interpreter (CI) before the project's packages, Pillow among them
         install()
         return
     if args.export:
@@ -216,7 +221,7 @@ def main() -> None:
         return
     for package, row in summary().items():
         print(f"{package:30} {row['split']:8} {row['images']:3} images, licence "
-              f"{'/usr/share/doc/' + package + '/copyright' if row['licence_file'] else 'not installed'}")
+              f"{licence_path(package) if row['licence_file'] else 'not installed'}")
 
 
 if __name__ == "__main__":
