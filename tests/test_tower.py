@@ -74,7 +74,7 @@ def test_a_new_tower_learns_the_old_tokens_and_keeps_the_language_model(tmp_path
                            eval_every=20, heldout=2, size=FINE))
     written = json.loads((out / "training_log.json").read_text())
     log = written["log"]
-    assert written["photo_packages"] == image_sources.summary()
+    assert written["photo_packages"] == image_sources.summary() and written["device"] == "cpu"
     assert [row["step"] for row in log] == [20, 40]
     assert log[-1]["heldout"]["world_distill"] < log[0]["heldout"]["world_distill"] / 2
     assert set(log[-1]["heldout"]) >= {"world_distill", "document", "sign", "photo"}

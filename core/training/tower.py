@@ -216,7 +216,8 @@ def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
     new.model.eval()
     save_checkpoint(new, probes, Path(cfg.out))
     (Path(cfg.out) / "training_log.json").write_text(json.dumps(recorded(
-        {"config": asdict(cfg), "photo_packages": image_sources.summary(), "log": log}), indent=1))
+        {"config": asdict(cfg), "device": str(device), "photo_packages": image_sources.summary(), "log": log}),
+        indent=1))
     return new
 
 
