@@ -17,6 +17,6 @@ export SPECULUM_IMAGE_SOURCES=/tmp/sources PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU: training on the CPU"
 # Drawing the images is the CPU's work: every core but one draws.
 python3 -m core train tower --seconds "$seconds" --workers $(($(nproc) - 1)) --out /tmp/tower "$@" 2>&1 |
-  tee "$OUT/train.log" | grep -v "^tower step"
+  tee "$OUT/train.log" | { grep -v "^tower step" || true; }   # the whole log comes back in train.log
 tar -cf - -C /tmp tower | split -b 15M - "$OUT/tower.tar."
 ls -la "$OUT"
