@@ -158,7 +158,8 @@ def train(cfg: TowerTrainConfig) -> VisionLanguageModel:
 def _train(cfg: TowerTrainConfig) -> VisionLanguageModel:
     torch.manual_seed(cfg.seed)
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    torch.backends.cuda.matmul.allow_tf32 = True  # a GPU's fp32 matrix products at TF32: the tower is small
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # a GPU's fp32 matrix products at TF32: the tower is small
     old = VisionLanguageModel.from_pretrained(cfg.init)
     old.model.requires_grad_(False)
     new = copy.deepcopy(old) if cfg.continue_tower else with_new_tower(old, cfg.size)

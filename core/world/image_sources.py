@@ -50,6 +50,7 @@ FONT_DIRS = (Path("/usr/share/fonts"), Path("/usr/local/share/fonts"))
 # Fonts whose letters are pictures (URW's Dingbats): what they draw is shapes, not text.
 PICTURE_FONTS = ("D050000L",)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
+FONT_SUFFIXES = (".ttf", ".otf")
 LONGEST_SIDE = 768  # photographs are kept this large in memory: training resamples them far smaller anyway
 # A resolution in a file name: Plasma's "1920x1080.jpg", MATE's "Elephants_3840x2160.jpg".
 RESOLUTION = re.compile(r"(?:^|_)(\d+)x\d+$")
@@ -83,7 +84,7 @@ def photographs(package: str) -> tuple[str, ...]:
     sorted; empty where the package is not installed. An overlay (a picture with transparent pixels, whose look
     depends on the desktop beneath it) is not a photograph and is left out. From an exported folder: its pictures."""
     if (folder := exported()) is not None:
-        return tuple(sorted(str(p) for p in (folder / package).glob("*") if p.suffix.lower() in IMAGE_SUFFIXES))
+        return _exported_files(folder / package, IMAGE_SUFFIXES)
     by_picture: dict[Path, list[Path]] = {}
     for path in _package_files(package):
         if not path.is_file() or path.stem == "screenshot":  # Plasma's preview of a wallpaper
@@ -111,6 +112,16 @@ def _transparent(path: Path) -> bool:
         return image.mode in ("RGBA", "LA", "PA") and image.getchannel("A").getextrema()[0] < 255
 
 
+def _numbered(number: int, path: str) -> str:
+    """An exported file's name: its place in the export's order, then the name it had (picture_name reads it back)."""
+    return f"{number:03d}-{Path(path).name}"
+
+
+def _exported_files(folder: Path, suffixes: tuple[str, ...]) -> tuple[str, ...]:
+    """An exported folder's files of those suffixes, in the order they were exported (their numbers)."""
+    return tuple(sorted(str(p) for p in folder.glob("*") if p.suffix.lower() in suffixes))
+
+
 def picture_name(path: str) -> str:
     """The picture's file name in its package (what photographs.PHOTOS_WITH_TEXT names), also for an exported copy."""
     name = Path(path).name
@@ -121,11 +132,10 @@ def picture_name(path: str) -> str:
 def fonts() -> tuple[str, ...]:
     """The TrueType / OpenType fonts text is drawn in (core/world/text_images.py): the machine's but PICTURE_FONTS,
     sorted (an empty tuple: Pillow's default font only); from an exported folder, its fonts in the order exported."""
-    folder = exported()
-    if folder is not None:
-        return tuple(sorted(str(p) for p in (folder / "fonts").glob("*") if p.suffix.lower() in (".ttf", ".otf")))
+    if (folder := exported()) is not None:
+        return _exported_files(folder / "fonts", FONT_SUFFIXES)
     found = {str(p) for root in FONT_DIRS if root.is_dir() for p in root.rglob("*")
-             if p.suffix.lower() in (".ttf", ".otf") and p.stem not in PICTURE_FONTS}
+             if p.suffix.lower() in FONT_SUFFIXES and p.stem not in PICTURE_FONTS}
     return tuple(sorted(found))
 
 
@@ -178,12 +188,12 @@ def export(folder: Path) -> dict:
             raise RuntimeError(f"{package} is not installed: python -m core.world.image_sources --install")
         (folder / package).mkdir(parents=True, exist_ok=True)
         for number, path in enumerate(pictures):
-            load(path).save(folder / package / f"{number:03d}-{Path(path).name}", format="JPEG", quality=92)
+            load(path).save(folder / package / _numbered(number, path), format="JPEG", quality=92)
         (folder / package / "copyright").write_text(licence(package) or "")
         written[package] = len(pictures)
     (font_folder := folder / "fonts").mkdir(parents=True, exist_ok=True)
     for number, path in enumerate(fonts()):
-        shutil.copyfile(path, font_folder / f"{number:03d}-{Path(path).name}")
+        shutil.copyfile(path, font_folder / _numbered(number, path))
     for package in sorted(set(FONT_PACKAGES) | _owners(fonts())):  # a font another package brought too
         (font_folder / f"{package}.copyright").write_text(licence(package) or "")
     written["fonts"] = len(fonts())
