@@ -3,11 +3,16 @@
 # archive and takes back at most 16 MB a file, so the photographs and fonts travel as one archive and the trained
 # tower comes back in 15 MB pieces. Everything else is `python -m core train tower` (core/training/tower.py).
 #
-# Here, once (the archive, about 15 MB, beside the repository's 37 MB: under the 64 MiB a call carries):
+# Here, once (the archive, about 15 MB):
 #     python -m core.world.image_sources --export runs/sources && tar -cJf runs/sources.tar.xz -C runs sources
+# A call carries at most 64 MiB (67.1 MB); since target run 23 the repository is 71 MB (the target 49 MB: its tower's
+# merger holds 17.6M of its 24.7M parameters), so the files the tower does not read leave the working tree for the
+# call (51 MB stay, with the 15 MB archive) and come back after it:
+#     git ls-files -z assets/models assets/corpus docs tests | grep -zv '^assets/models/target/' | xargs -0 rm
 # The device call, carry ["runs/sources.tar.xz"] (SECONDS: the training's time budget, its evaluations included):
-#     bash scripts/device_tower.sh SECONDS --init assets/models/target --batch 96 ...   # any `train tower` flags
-# Back here, the checkpoint from the call's files (files_at):
+#     bash scripts/device_tower.sh SECONDS --init assets/models/target --continue-tower --batch 96 ...   # any flags
+# Back here, the files again and the checkpoint from the call's files (files_at):
+#     git checkout -- assets docs tests
 #     cat FILES_AT/tower.tar.* | tar -xf - -C runs      # runs/tower, then `train target --init runs/tower ...`
 set -euo pipefail
 seconds=$1

@@ -72,3 +72,34 @@ def test_fonts_come_from_the_machine_or_pillow():
     assert face.getbbox("Ab")[2] > 0
     assert all(path.lower().endswith((".ttf", ".otf")) for path in image_sources.fonts())
     assert not [path for path in image_sources.fonts() if Path(path).stem in image_sources.PICTURE_FONTS]
+
+
+def test_labels_look_like_the_worlds_ocr_but_never_say_its_words():
+    """A label is level dark text on a light page, as a world OCR scene is, half of them in Pillow's font (the
+    world's); its lines are never a world OCR answer (one of its words, a number of 3-6 digits), which the target
+    reads: what a label teaches is that everything else is text it cannot read."""
+    from core.world.scenes import OCR_WORDS
+
+    lines = [text_images._label_line(random.Random(seed)) for seed in range(400)]
+    assert not any(t in OCR_WORDS or (t.isdigit() and 3 <= len(t) <= 6) for t in lines)
+    assert sum(t.isupper() for t in lines) > 200  # mostly capitals, as the world's
+    for seed in range(8):
+        image, mask = text_images.label(random.Random(seed), "train")
+        grey = np.asarray(image.convert("L"), dtype=float)
+        ink = np.asarray(mask) > 128
+        assert np.median(grey[~ink]) > 200 and grey[ink].mean() < np.median(grey[~ink]) - 60, seed
+
+
+def test_notices_are_a_folder_eval_target_reads_as_text_to_read(tmp_path):
+    """`--notices DIR`: the same fixed notices every time, real words (none of them made up by a training source),
+    each asked to be read and marked as holding text in the metadata.jsonl that eval-target --images reads."""
+    from core.training.training_data import from_folder
+
+    names = [name for name, _ in text_images.notices(4)]
+    faces = 1 + sum(Path(f).name in text_images.NOTICE_FACES for f in image_sources.fonts())  # Pillow's and those
+    assert len(names) == 4 * faces
+    assert text_images.notices(2)[1][1].tobytes() == text_images.notices(2)[1][1].tobytes()
+    assert text_images.write_notices(str(tmp_path), 4) == len(names)
+    examples = from_folder(str(tmp_path))
+    assert len(examples.examples) == len(names)
+    assert all(examples[i].holds_text and examples[i].prompt == "What is written here?" for i in range(len(names)))

@@ -116,6 +116,7 @@ def test_the_command_line_sizes_the_new_tower(tiny_target_dir):
         cfg("--init", "runs/a", "--out", "runs/a")
     resumed = cfg("--init", str(tiny_target_dir), "--out", "runs/b", "--continue-tower")
     assert resumed.continue_tower and resumed.init == str(tiny_target_dir)
+    assert resumed.size == TINY_TARGET  # init's own tower, as its training log records it
     with pytest.raises(ValueError, match="own tower"):
         cfg("--init", str(tiny_target_dir), "--out", "runs/b", "--continue-tower", "--vision-hidden", "96")
 

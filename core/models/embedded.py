@@ -46,6 +46,10 @@ def shipped_output(out: str, name: str, target: str, own_data: bool) -> str:
 
 @dataclass
 class TargetSize:
+    """A fresh target's sizes (`train target` without --init). Its tower is target run 16's; the shipped target's,
+    since run 23, is `fine_tower()` of core/training/tower.py (8-pixel patches merged 8x8, 6 blocks x 64), which
+    `train tower` grows beside a trained language model; `target_size` reads any saved target's sizes back."""
+
     hidden: int = 192
     layers: int = 12
     heads: int = 6
@@ -78,6 +82,18 @@ class DrafterSize:
     heads: int = 6
     kv_heads: int = 2
     intermediate: int = 768
+
+
+def target_size(config: Qwen2_5_VLConfig) -> TargetSize:
+    """The TargetSize a target was built with, read back from its config (what new_target and vision_fields wrote)."""
+    text, vision = config.text_config, config.vision_config
+    side = config.image_side
+    return TargetSize(hidden=text.hidden_size, layers=text.num_hidden_layers, heads=text.num_attention_heads,
+                      kv_heads=text.num_key_value_heads, intermediate=text.intermediate_size,
+                      vision_hidden=vision.hidden_size, vision_depth=vision.depth, vision_heads=vision.num_heads,
+                      side=side, patch=vision.patch_size, merge=vision.spatial_merge_size,
+                      window=0 if vision.window_size >= side * 2 else vision.window_size,
+                      rope_theta=text.rope_parameters["rope_theta"])
 
 
 def image_processor(size: TargetSize = TargetSize()) -> Qwen2VLImageProcessorPil:

@@ -44,7 +44,7 @@ from safetensors.torch import load_file, save_file
 from transformers import get_cosine_schedule_with_warmup
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import get_vision_window_index
 
-from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, resized_target, save_vlm
+from core.models.embedded import EMBEDDED_PATHS, TargetSize, new_target, resized_target, save_vlm, target_size
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel
 from core.training.batches import answer_batch, per_sample_loss
@@ -350,8 +350,8 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     out = Path(cfg.out)
     save_checkpoint(vlm, probes, out)
     (out / "training_log.json").write_text(
-        json.dumps(recorded({"config": asdict(cfg), "size": asdict(size), "photo_packages": image_sources.summary(),
-                             "log": log}), indent=1)
+        json.dumps(recorded({"config": asdict(cfg), "size": asdict(target_size(vlm.model.config)),
+                             "photo_packages": image_sources.summary(), "log": log}), indent=1)
     )
     return vlm
 

@@ -36,9 +36,9 @@ from pathlib import Path
 import torch
 from PIL import Image
 from safetensors.torch import load_file
-from transformers import Qwen2_5_VLVisionConfig, Qwen2VLImageProcessor
+from transformers import Qwen2_5_VLConfig, Qwen2_5_VLVisionConfig, Qwen2VLImageProcessor
 
-from core.models.embedded import TargetSize, image_processor, vision_fields
+from core.models.embedded import TargetSize, image_processor, target_size, vision_fields
 from core.models.loading import recorded
 from core.models.vlm import VisionLanguageModel, model_input
 from core.training.target import PROBES, TargetTrainConfig, new_probes, save_checkpoint, vision_losses
@@ -251,13 +251,13 @@ def config(args) -> TowerTrainConfig:
         cfg.size = replace(cfg.size, vision_hidden=args.vision_hidden, vision_heads=max(1, args.vision_hidden // 16))
     if not cfg.init:
         raise ValueError("--init is required: the target whose language model keeps its tokens")
-    own = Path(cfg.init) / "config.json"
-    if cfg.continue_tower and own.is_file():
-        tower = json.loads(own.read_text())["vision_config"]
-        if any(asked and asked != tower[key] for key, asked in (("depth", args.vision_depth),
-                                                                ("hidden_size", args.vision_hidden))):
-            raise ValueError(f"--continue-tower trains --init's own tower ({tower['depth']} blocks x "
-                             f"{tower['hidden_size']}): leave out --vision-depth and --vision-hidden")
+    if cfg.continue_tower and (Path(cfg.init) / "config.json").is_file():
+        own = target_size(Qwen2_5_VLConfig.from_pretrained(cfg.init))
+        if any(asked and asked != held for asked, held in ((args.vision_depth, own.vision_depth),
+                                                           (args.vision_hidden, own.vision_hidden))):
+            raise ValueError(f"--continue-tower trains --init's own tower ({own.vision_depth} blocks x "
+                             f"{own.vision_hidden}): leave out --vision-depth and --vision-hidden")
+        cfg.size = own  # what the training log records
     if Path(cfg.out).resolve() == Path(cfg.init).resolve():
         raise ValueError("--out must not be --init: the old tower is what the new one learns from")
     return cfg

@@ -37,7 +37,8 @@ from core.world.photographs import (HELDOUT_PHOTOS, PHOTOS_WITH_TEXT, any_photo,
 from core.world.describe import answers
 from core.world.scenes import POSITIONS, SPLITS, Sample
 
-SOURCES = ("procedural", "text", "photo", "collage", "wallpaper", "document", "screenshot", "slide", "sign", "drawing")
+SOURCES = ("procedural", "text", "photo", "collage", "wallpaper", "document", "screenshot", "slide", "sign", "label",
+           "drawing")
 TASKS = ("layout", "region", "colours", "brightest", "read", "unknown")
 NO_TEXT = "There is no text."
 CANNOT_READ = "There is text here, but I cannot read it."

@@ -7,7 +7,8 @@ Four task families, each a small cousin of a public benchmark:
   chart    read values and labels off a small bar or line chart          ~ ChartQA
 
 Images are 96x96: a 3x3 grid of 32-pixel cells, so one merged Qwen2.5-VL visual token covers exactly one cell (the
-embedded target sees the scene as 192x192 in 32-pixel patches, merged 2x2; 96x96 in 16-pixel patches up to run 15);
+embedded target sees the scene as 192x192 in 8-pixel patches merged 8x8; run 16 in 32-pixel patches merged 2x2, runs
+1-15 as 96x96 in 16-pixel patches);
 that alignment is what lets tiny models learn the world on a CPU.
 Every sample is a pure function of (split, index), so train and held-out splits never drift.
 

@@ -9,6 +9,8 @@ Sources, each drawn at a random size and aspect ratio:
   screenshot  a window: title bar, menu, sidebar, buttons, text fields or a code editor, light or dark
   slide       a title and bullets on a plain or gradient background
   sign        a plate with a few words pasted into a photograph, tilted
+  label       one to three short lines of dark text, level, on a plain light page, often in capitals and in the
+              world's own font: what a world OCR scene looks like, but never the world's words
   drawing     no text: sketch-like strokes, outlines, hatching, grids and shapes that are not the world's, on white or
               paper, so that "a light image with dark marks" does not mean a world scene or text
 
@@ -17,22 +19,26 @@ of the 3x3 regions of the square the model sees hold text (measured on a 96x96 c
 OpenType files of the machine's font directories (Debian packages: core/world/image_sources.py installs them) and
 Pillow's own; the same (split, index) draws the same sample on a machine with the same fonts.
 
-    python -m core.world.text_images        # writes a few of each source to /tmp/text_*.png
+    python -m core.world.text_images                    # writes a few of each source to /tmp/text_*.png
+    python -m core.world.text_images --notices DIR      # real words of signs, level on a light page, in three
+                                                        # faces, with a metadata.jsonl for eval-target --images
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import string
+from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from core.world import image_sources, photographs
+from core.world import image_sources, photographs, scenes
 
-SOURCES = ("text", "document", "screenshot", "slide", "sign", "drawing")
-WITH_TEXT = ("text", "document", "screenshot", "slide", "sign")
+SOURCES = ("text", "document", "screenshot", "slide", "sign", "label", "drawing")
+WITH_TEXT = ("text", "document", "screenshot", "slide", "sign", "label")
 SYLLABLES = ("ka", "lo", "mi", "ten", "ar", "sto", "ve", "ri", "nu", "pe", "dor", "an", "is", "qu", "el", "bra",
              "on", "ex", "ti", "ul", "mar", "gen", "sa", "fi", "wo", "th", "ch", "ing", "er", "pro", "con", "ment")
 PUNCTUATION = ".,:;!?-/()&%$#@'\""
@@ -395,6 +401,40 @@ def sign(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     return canvas.image, canvas.mask
 
 
+def _label_line(rng: random.Random) -> str:
+    """One to three words, most in capitals, that are not an answer of the world's OCR (one of its words, or a number
+    of 3-6 digits): those the target reads."""
+    while True:
+        text = " ".join(word(rng) for _ in range(rng.choice((1, 1, 2, 3))))
+        text = text.upper() if rng.random() < 0.6 else text
+        if text not in scenes.OCR_WORDS and not (text.isdigit() and 3 <= len(text) <= 6):
+            return text
+
+
+def label(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
+    """A notice, a label or a caption: dark, level lines on a plain light page, half of them in Pillow's own font, the
+    one the world's OCR scenes are drawn in. Target run 23 read short capitals like these as a world word (`CLOUD`
+    for "OPEN 24 HOURS"), which the world's scenes alone cannot unteach."""
+    w, h = _size(rng, 96, 900)
+    page = paper(rng, (w, h)) if rng.random() < 0.5 else Image.new("RGB", (w, h), (rng.randint(225, 255),) * 3)
+    canvas = Canvas(page)
+    lines = [_label_line(rng) for _ in range(rng.choice((1, 1, 1, 2, 2, 3)))]
+    high = max(9, int(min(h / (1.5 * len(lines)), 1.8 * w / max(len(t) for t in lines))))
+    size = rng.randint(max(8, high // 3), high)
+    face = ImageFont.load_default(size=size) if rng.random() < 0.5 else font(rng, size)
+    text, spacing = "\n".join(lines), size // 3
+    box = canvas.draw.multiline_textbbox((0, 0), text, font=face, spacing=spacing)
+    if box[2] - box[0] > w or box[3] - box[1] > h:  # too long for the page: Pillow's font at the size that fits
+        size = max(6, int(size * min(w / (box[2] - box[0]), h / (box[3] - box[1])) * 0.95))
+        face = ImageFont.load_default(size=size)
+        box = canvas.draw.multiline_textbbox((0, 0), text, font=face, spacing=spacing)
+    tw, th = box[2] - box[0], box[3] - box[1]
+    x, y = rng.randint(0, max(0, w - tw)) - box[0], rng.randint(0, max(0, h - th)) - box[1]
+    canvas.text((x, y), text, face, tuple(rng.randint(0, 90) for _ in range(3)), spacing=spacing,
+                align=rng.choice(("left", "center", "center")))
+    return canvas.image, canvas.mask
+
+
 def drawing(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     """No text: pen strokes, outlines, hatching, a grid or shapes the world does not draw, on a light page."""
     w, h = _size(rng, 96, 900)
@@ -444,7 +484,7 @@ def drawing(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
 
 
 GENERATORS = {"text": free_text, "document": document, "screenshot": screenshot, "slide": slide, "sign": sign,
-              "drawing": drawing}
+              "label": label, "drawing": drawing}
 
 
 def text_regions(mask: Image.Image, side: int = 96) -> tuple[bool, ...]:
@@ -465,9 +505,56 @@ def draw_with_mask(source: str, rng: random.Random, split: str) -> tuple[Image.I
     return image, mask
 
 
+# Words of shop signs and notices: real words, where every training source's are made up.
+NOTICE_WORDS = ("OPEN", "CLOSED", "EXIT", "SALE", "HOURS", "PUSH", "PULL", "NO PARKING", "24/7", "WELCOME", "CAFE",
+                "BUS STOP", "TAXI", "HOTEL", "BAR", "PHARMACY", "Open", "exit", "Sale 50%", "Room 12", "Gate B4",
+                "ENTER", "FIRE EXIT", "WC")
+NOTICE_FACES = ("DejaVuSans.ttf", "LiberationSans-Regular.ttf")  # beside Pillow's own, where installed
+
+
+def notices(n: int = 60) -> list[tuple[str, Image.Image]]:
+    """n notices of one to three NOTICE_WORDS, dark, level and centred on a light page, each drawn in Pillow's font
+    (the world's) and in NOTICE_FACES: (name, image) pairs, a fixed set drawn by no training generator."""
+    faces = [None] + sorted(f for f in image_sources.fonts() if Path(f).name in NOTICE_FACES)
+    rng = random.Random("notices")
+    out = []
+    for i in range(n):
+        text = " ".join(rng.choice(NOTICE_WORDS) for _ in range(rng.choice((1, 2, 3))))
+        w, h = rng.choice(((320, 120), (200, 200), (400, 300), (300, 100), (240, 240), (500, 200)))
+        size = rng.randint(18, 60)
+        page, ink = tuple(rng.randint(225, 255) for _ in range(3)), tuple(rng.randint(0, 80) for _ in range(3))
+        for face in faces:
+            image = Image.new("RGB", (w, h), page)
+            drawn = ImageFont.load_default(size=size) if face is None else ImageFont.truetype(face, size)
+            ImageDraw.Draw(image).text((w // 2, h // 2), text, font=drawn, fill=ink, anchor="mm")
+            out.append((f"{i:03d}-{Path(face).stem if face else 'pillow'}", image))
+    return out
+
+
+def write_notices(folder: str, n: int = 60) -> int:
+    """The notices as PNG files and a metadata.jsonl that asks each to be read and says it holds text: a folder for
+    `python -m core eval-target --images DIR` (its never-inventing figures)."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, image in notices(n):
+        image.save(out / f"{name}.png")
+        rows.append({"file_name": f"{name}.png", "prompt": "What is written here?", "has_text": True})
+    (out / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return len(rows)
+
+
 if __name__ == "__main__":
-    for source in SOURCES:
-        for i in range(3):
-            image, mask = draw_with_mask(source, random.Random(f"{source}/{i}"), "train")
-            image.save(f"/tmp/text_{source}_{i}.png")
-            print(f"/tmp/text_{source}_{i}.png {image.size} text regions {sum(text_regions(mask))}")
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notices", metavar="DIR", help="write the notices and their metadata.jsonl to DIR")
+    args = parser.parse_args()
+    if args.notices:
+        print(f"{write_notices(args.notices)} notices in {args.notices}")
+    else:
+        for source in SOURCES:
+            for i in range(3):
+                image, mask = draw_with_mask(source, random.Random(f"{source}/{i}"), "train")
+                image.save(f"/tmp/text_{source}_{i}.png")
+                print(f"/tmp/text_{source}_{i}.png {image.size} text regions {sum(text_regions(mask))}")
