@@ -225,6 +225,11 @@ def _ocr_text(rng: random.Random) -> str:
     return str(rng.randint(10 ** (rng.randint(2, 5)), 10 ** 6 - 1))[: rng.randint(3, 6)]
 
 
+def is_ocr_answer(text: str) -> bool:
+    """Whether `text` is something an OCR scene can say (`_ocr_text`): one of its words, or a number of 3-6 digits."""
+    return text in OCR_WORDS or (text.isdigit() and 3 <= len(text) <= 6)
+
+
 def _ocr(rng: random.Random) -> Sample:
     image, draw = _canvas(rng)
     lines = [_ocr_text(rng) for _ in range(rng.choice((1, 1, 2)))]

@@ -407,7 +407,7 @@ def _label_line(rng: random.Random) -> str:
     while True:
         text = " ".join(word(rng) for _ in range(rng.choice((1, 1, 2, 3))))
         text = text.upper() if rng.random() < 0.6 else text
-        if text not in scenes.OCR_WORDS and not (text.isdigit() and 3 <= len(text) <= 6):
+        if not scenes.is_ocr_answer(text):
             return text
 
 
