@@ -6,14 +6,15 @@
 
 Each variant trains on RegionProbe's text term (core/training/target.py: which of the 3x3 visual tokens' regions hold
 text, and the most text-like token whether the image holds any), with none of the colour losses beside it that the
-target's own training has. The first five start from the shipped target's tower (assets/models/target):
+target's own training has. The first six start from the shipped target's tower (assets/models/target):
   frozen   the tower as shipped, the head alone: what its visual tokens carry linearly
+  frozen-mlp  the same with a two-layer head (GELU, 4x the width): whether they carry more than a linear head reads
   tower    the tower trains too
   deeper   the tower grown by `--grow` blocks first, copies of its last block whose output projections start at zero,
            so the grown tower computes exactly the shipped one's features before its first step
   wider    every block's MLP `--widen` times as wide, the new units' output weights at zero (the same features too)
-  tower-dense  `tower`, each of its 6x6 patches of 32 pixels (before the merger) also saying whether it holds ink of
-           text (weight `--dense`): dense supervision, as the world's VisionProbe gives each patch its class
+  tower-dense  `tower`, each of its patches (before the merger) also saying whether it holds ink of text (weight
+           `--dense`): dense supervision, as the world's VisionProbe gives each patch its class
   fine     a fresh tower (random weights, `--grow` + 2 blocks) of 16-pixel patches merged 4x4: a 12x12 patch grid of
            the same 192x192 square, still 3x3 visual tokens, each patch a quarter of the shipped one's pixels
   fine8    a fresh tower as `fine`, of 8-pixel patches merged 8x8 (a 24x24 grid), 32 wide (its merger, 32 x 64 wide,
@@ -207,8 +208,10 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
     if name == "cnn":
         visual = ConvEncoder(vlm.text_config.hidden_size)
     encode = visual if name == "cnn" else tower_encoder(vlm)
-    head = torch.nn.Linear(vlm.text_config.hidden_size, 2)
-    visual.requires_grad_(name != "frozen")
+    width = vlm.text_config.hidden_size
+    head = (torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, 2))
+            if name == "frozen-mlp" else torch.nn.Linear(width, 2))
+    visual.requires_grad_(not name.startswith("frozen"))
     tower = [p for p in visual.parameters() if p.requires_grad]
     heads = list(head.parameters()) + (list(dense.parameters()) if dense else [])
     params = heads + tower
