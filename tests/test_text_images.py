@@ -1,6 +1,6 @@
 """Images with text the target does not read, and light images without any (core/world/text_images.py): pure
 functions of their seed, text that is drawn where the mask says, regions that follow the mask, text of any length,
-drawings with no text at all.
+drawings and illustrations with no text at all.
 
     python -m pytest -q tests/test_text_images.py
 """

@@ -465,9 +465,11 @@ def _limitations(kind: Kind, config: dict) -> str:
         "colours and layout: ...” and the layout.",
         "- It does not read text outside its procedural world: asked to, it answers “There is text here, but I "
         "cannot read it.” or “There is no text.”. It tells dense text on a light page (documents, screenshots) "
-        "from a page without any, but mostly misses a line of text on a busy photograph, a slide or a sign, and "
-        f"then says there is none (text presence recall {_f(sources['overall']['text_presence_recall'])} over all "
-        "sources: `assets/results/eval_target_sources.json`). The world's OCR (one character per "
+        "from a page without any, but misses some lines of text on a busy photograph or a sign and then says "
+        f"there is none (text presence recall {_f(sources['overall']['text_presence_recall'])} over all sources), "
+        "and says there is text in some images without any, digital artworks most (no-text precision "
+        f"{_f(sources['overall']['no_text_precision'])} over all sources: "
+        "`assets/results/eval_target_sources.json`). The world's OCR (one character per "
         f"{config['vision_config']['patch_size']}-pixel patch) reads {_f(world['ocr'])} of held-out world scenes "
         "(`assets/results/eval_target.json`).",
         f"- A layout's first sentence (tone and main colours) is its weakest part: header exact "

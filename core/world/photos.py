@@ -7,8 +7,8 @@ Sources, each at a random size and aspect ratio:
   wallpaper   the same of Debian's wallpaper photographs (core/world/image_sources.py; one package held out)
   collage     a grid of uneven cells, each a plain colour, a photo-like image or a photograph crop: neighbouring
               regions differ, so a layout cannot be told by repeating the previous region's colour
-  text, document, screenshot, slide, sign, drawing    text of any kind, and light pages without any
-              (core/world/text_images.py)
+  text, document, screenshot, slide, sign, label, drawing, illustration    text of any kind, and light pages and
+              artworks without any (core/world/text_images.py)
 Tasks: "layout" (Describe the image.), "region" (one cell's colour), "colours" (the main colours), "brightest",
 "read" (What is written here?) and "unknown" (a question the pixels cannot answer: an honest "I can only describe
 colours and layout: ..."). The target reads only the world's words (core/world/scenes.py), so beyond the world a
@@ -38,7 +38,7 @@ from core.world.describe import answers
 from core.world.scenes import POSITIONS, SPLITS, Sample
 
 SOURCES = ("procedural", "text", "photo", "collage", "wallpaper", "document", "screenshot", "slide", "sign", "label",
-           "drawing")
+           "drawing", "illustration")
 TASKS = ("layout", "region", "colours", "brightest", "read", "unknown")
 NO_TEXT = "There is no text."
 CANNOT_READ = "There is text here, but I cannot read it."

@@ -4,7 +4,8 @@ none (core/world/photos.py asks the questions).
 
 Sources, each drawn at a random size and aspect ratio:
   text        1-40 characters on one to six lines (any words, digits, punctuation), in any installed font, size,
-              alignment and rotation up to 15 degrees, on plain, paper-like, procedural or photograph backgrounds
+              alignment and rotation up to 15 degrees, on plain, paper-like, procedural, artwork or photograph
+              backgrounds
   document    a page: heading, paragraph blocks, bullet lists, tables, page numbers
   screenshot  a window: title bar, menu, sidebar, buttons, text fields or a code editor, light or dark
   slide       a title and bullets on a plain or gradient background
@@ -13,6 +14,8 @@ Sources, each drawn at a random size and aspect ratio:
               world's own font: what a world OCR scene looks like, but never the world's words
   drawing     no text: sketch-like strokes, outlines, hatching, grids and shapes that are not the world's, on white or
               paper, so that "a light image with dark marks" does not mean a world scene or text
+  illustration  no text: a digital artwork's figure (blobs, eyes, scales, whiskers, a photograph cut out) on a
+              gradient or dark backdrop, so that "a small busy shape on a smooth ground" does not mean text
 
 Every generator returns (image, mask): the mask is white where ink of text was drawn, so `text_regions` can say which
 of the 3x3 regions of the square the model sees hold text (measured on a 96x96 copy). Fonts are the TrueType /
@@ -37,7 +40,7 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from core.world import image_sources, photographs, scenes
 
-SOURCES = ("text", "document", "screenshot", "slide", "sign", "label", "drawing")
+SOURCES = ("text", "document", "screenshot", "slide", "sign", "label", "drawing", "illustration")
 WITH_TEXT = ("text", "document", "screenshot", "slide", "sign", "label")
 SYLLABLES = ("ka", "lo", "mi", "ten", "ar", "sto", "ve", "ri", "nu", "pe", "dor", "an", "is", "qu", "el", "bra",
              "on", "ex", "ti", "ul", "mar", "gen", "sa", "fi", "wo", "th", "ch", "ing", "er", "pro", "con", "ment")
@@ -161,14 +164,17 @@ def _rotated(layer: Image.Image, mask: Image.Image, degrees: float) -> tuple[Ima
 
 
 def background(rng: random.Random, size: tuple[int, int], split: str) -> Image.Image:
-    """Plain, paper-like, procedural or photograph (core/world/photographs.py)."""
+    """Plain, paper-like, procedural, an artwork (`illustration`: so that its figure is not what tells text from
+    none) or a photograph (core/world/photographs.py)."""
     kind = rng.random()
-    if kind < 0.25:
+    if kind < 0.2:
         return Image.new("RGB", size, tuple(rng.randint(0, 255) for _ in range(3)))
-    if kind < 0.5:
+    if kind < 0.4:
         return paper(rng, size)
-    if kind < 0.75:
+    if kind < 0.6:
         return photographs.procedural(rng).resize(size)
+    if kind < 0.8:
+        return illustration(rng, split)[0].resize(size)
     found = photographs.any_photo(rng, split)
     return (found if found is not None else photographs.procedural(rng)).resize(size)
 
@@ -483,8 +489,88 @@ def drawing(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     return canvas.image, canvas.mask
 
 
+def _gradient(rng: random.Random, size: tuple[int, int]) -> Image.Image:
+    """Two colours blended across the image, linearly or from a point outwards: a digital artwork's backdrop."""
+    w, h = size
+    a, b = (np.array(tuple(rng.randint(0, 255) for _ in range(3)), float) for _ in range(2))
+    if rng.random() < 0.5:
+        a *= rng.uniform(0.1, 0.6)  # many artworks sit on a dark ground
+    ys, xs = np.mgrid[0:h, 0:w] / max(w, h)
+    if rng.random() < 0.5:
+        angle = rng.uniform(0, 2 * math.pi)
+        t = xs * math.cos(angle) + ys * math.sin(angle)
+    else:
+        t = np.hypot(xs - rng.uniform(0, w / max(w, h)), ys - rng.uniform(0, h / max(w, h)))
+    t = (t - t.min()) / max(1e-6, np.ptp(t))
+    return Image.fromarray((a + (b - a) * t[..., None]).clip(0, 255).astype(np.uint8))
+
+
+def _blob(rng: random.Random, x: float, y: float, r: float, n: int = 12) -> list[tuple[float, float]]:
+    """A closed, irregular outline around (x, y)."""
+    stretch, turn = rng.uniform(0.5, 1.5), rng.uniform(0, math.pi)
+    points = []
+    for i in range(n):
+        angle = 2 * math.pi * i / n
+        radius = r * rng.uniform(0.7, 1.15)
+        dx, dy = radius * math.cos(angle) * stretch, radius * math.sin(angle) / stretch
+        points.append((x + dx * math.cos(turn) - dy * math.sin(turn), y + dx * math.sin(turn) + dy * math.cos(turn)))
+    return points
+
+
+def illustration(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
+    """No text: a digital artwork, one figure of blobs with fine detail (eyes, whiskers, scales, fins, hatching) or a
+    photograph cut out in a blob, often glowing, on a gradient, dark or saturated backdrop, sometimes splashed with
+    dots: a small busy figure on a smooth ground is not text either."""
+    w, h = _size(rng, 160, 1200)
+    canvas = Canvas(_gradient(rng, (w, h)) if rng.random() < 0.8 else photographs.procedural(rng).resize((w, h)))
+    layer = Image.new("RGBA", (w, h), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(layer)
+    cx, cy = rng.uniform(0.25, 0.75) * w, rng.uniform(0.25, 0.75) * h
+    r = min(w, h) * rng.uniform(0.08, 0.3)
+    line = max(1, int(r / rng.uniform(15, 60)))
+    outline = tuple(rng.randint(0, 60) for _ in range(3)) + (255,) if rng.random() < 0.6 else None
+    found = photographs.any_photo(rng, split) if rng.random() < 0.25 else None
+    if found is not None:  # a sticker: a photograph's crop inside an outline
+        cut = Image.new("L", (w, h), 0)
+        ImageDraw.Draw(cut).polygon(_blob(rng, cx, cy, r * 1.5), fill=255)
+        layer.paste(found.convert("RGB").resize((w, h)), (0, 0), cut)
+    for _ in range(rng.randint(3, 14)):  # body, head, ears, fins: overlapping filled parts
+        px, py = cx + rng.gauss(0, r / 2), cy + rng.gauss(0, r / 2)
+        colour = tuple(rng.randint(0, 255) for _ in range(3)) + (rng.choice((255, 255, 200)),)
+        draw.polygon(_blob(rng, px, py, r * rng.uniform(0.2, 0.8)), fill=colour, outline=outline, width=line)
+    fine = tuple(rng.randint(0, 255) for _ in range(3)) + (255,)
+    for _ in range(rng.randint(0, 3)):  # fine detail: scales, stripes or whiskers
+        kind, px, py, size = rng.random(), cx + rng.gauss(0, r / 3), cy + rng.gauss(0, r / 3), r * rng.uniform(0.2, 0.6)
+        step = max(3, int(size / rng.uniform(3, 8)))
+        if kind < 0.4:
+            for gx in range(int(px - size), int(px + size), step):
+                for gy in range(int(py - size / 2), int(py + size / 2), step):
+                    draw.arc((gx, gy, gx + step, gy + step), 0, 180, fill=fine, width=max(1, line // 2))
+        elif kind < 0.7:
+            for k in range(-3, 4):
+                draw.line((px, py + k * step, px + rng.uniform(-1, 1) * size * 2, py + k * step * 1.5), fill=fine,
+                          width=max(1, line // 2))
+        else:
+            for k in range(rng.randint(4, 12)):
+                draw.line((px + k * step, py - size, px + k * step + size / 3, py + size), fill=fine, width=line)
+    for _ in range(rng.randint(0, 2)):  # eyes
+        ex, ey, er = cx + rng.uniform(-r, r) / 2, cy + rng.uniform(-r, r) / 2, r * rng.uniform(0.05, 0.15)
+        draw.ellipse((ex - er, ey - er, ex + er, ey + er), fill=(255, 255, 255, 255), outline=outline)
+        draw.ellipse((ex - er / 2, ey - er / 2, ex + er / 2, ey + er / 2), fill=(0, 0, 0, 255))
+    if rng.random() < 0.4:  # a glow around the figure
+        glow = layer.filter(ImageFilter.GaussianBlur(r / 4))
+        canvas.image.paste(glow, (0, 0), glow)
+    canvas.image.paste(layer, (0, 0), layer)
+    draw = ImageDraw.Draw(canvas.image)
+    for _ in range(rng.choice((0, 0, 5, 20))):  # splashed dots and rings
+        px, py, pr = rng.uniform(0, w), rng.uniform(0, h), r * rng.uniform(0.02, 0.2)
+        draw.ellipse((px - pr, py - pr, px + pr, py + pr), fill=fine[:3] if rng.random() < 0.7 else None,
+                     outline=fine[:3], width=line)
+    return canvas.image, canvas.mask
+
+
 GENERATORS = {"text": free_text, "document": document, "screenshot": screenshot, "slide": slide, "sign": sign,
-              "label": label, "drawing": drawing}
+              "label": label, "drawing": drawing, "illustration": illustration}
 
 
 def text_regions(mask: Image.Image, side: int = 96) -> tuple[bool, ...]:
