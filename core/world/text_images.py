@@ -91,7 +91,7 @@ def line(rng: random.Random, chars: int) -> str:
 def _ink(rng: random.Random, behind: float) -> tuple[int, int, int]:
     """A text colour that stands out from a background of mean lightness `behind` (0-255)."""
     for _ in range(20):
-        ink = tuple(rng.randint(0, 255) for _ in range(3))
+        ink = photographs.random_colour(rng)
         if abs(np.mean(ink) - behind) >= 90:
             return ink
     return (0, 0, 0) if behind > 127 else (255, 255, 255)
@@ -168,7 +168,7 @@ def background(rng: random.Random, size: tuple[int, int], split: str) -> Image.I
     none) or a photograph (core/world/photographs.py)."""
     kind = rng.random()
     if kind < 0.2:
-        return Image.new("RGB", size, tuple(rng.randint(0, 255) for _ in range(3)))
+        return Image.new("RGB", size, photographs.random_colour(rng))
     if kind < 0.4:
         return paper(rng, size)
     if kind < 0.6:
@@ -291,7 +291,7 @@ def screenshot(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image
     canvas = Canvas(Image.new("RGB", (w, h), surface))
     size = max(6, int(h / rng.uniform(25, 55)))
     bar = int(size * 2)
-    accent = tuple(rng.randint(0, 255) for _ in range(3))
+    accent = photographs.random_colour(rng)
     canvas.draw.rectangle((0, 0, w, bar), fill=tuple(max(0, c - 25) for c in surface))
     for i in range(3):
         cx = int(bar * (0.6 + 0.8 * i))
@@ -387,7 +387,7 @@ def sign(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     canvas = Canvas(image)
     w, h = image.size
     lines = [line(rng, rng.randint(2, 14)) for _ in range(rng.choice((1, 1, 2, 3)))]
-    plate_colour = tuple(rng.randint(0, 255) for _ in range(3))
+    plate_colour = photographs.random_colour(rng)
     ink = _ink(rng, float(np.mean(plate_colour)))
     size = max(8, int(min(w, h) * rng.uniform(0.05, 0.2)))
     layer, mask = text_block(rng, lines, size, ink, "center")
@@ -458,7 +458,7 @@ def drawing(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
         kind = rng.random()
         x, y = rng.randint(0, w), rng.randint(0, h)
         r = rng.randint(max(3, min(w, h) // 30), max(4, min(w, h) // 3))
-        colour = pen if rng.random() < 0.7 else tuple(rng.randint(0, 255) for _ in range(3))
+        colour = pen if rng.random() < 0.7 else photographs.random_colour(rng)
         if kind < 0.35:  # a wandering stroke
             points, angle = [(x, y)], rng.uniform(0, 2 * math.pi)
             for _ in range(rng.randint(3, 30)):
@@ -492,7 +492,7 @@ def drawing(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
 def _gradient(rng: random.Random, size: tuple[int, int]) -> Image.Image:
     """Two colours blended across the image, linearly or from a point outwards: a digital artwork's backdrop."""
     w, h = size
-    a, b = (np.array(tuple(rng.randint(0, 255) for _ in range(3)), float) for _ in range(2))
+    a, b = (np.array(photographs.random_colour(rng), float) for _ in range(2))
     if rng.random() < 0.5:
         a *= rng.uniform(0.1, 0.6)  # many artworks sit on a dark ground
     ys, xs = np.mgrid[0:h, 0:w] / max(w, h)
@@ -536,9 +536,9 @@ def illustration(rng: random.Random, split: str) -> tuple[Image.Image, Image.Ima
         layer.paste(found.convert("RGB").resize((w, h)), (0, 0), cut)
     for _ in range(rng.randint(3, 14)):  # body, head, ears, fins: overlapping filled parts
         px, py = cx + rng.gauss(0, r / 2), cy + rng.gauss(0, r / 2)
-        colour = tuple(rng.randint(0, 255) for _ in range(3)) + (rng.choice((255, 255, 200)),)
+        colour = photographs.random_colour(rng) + (rng.choice((255, 255, 200)),)
         draw.polygon(_blob(rng, px, py, r * rng.uniform(0.2, 0.8)), fill=colour, outline=outline, width=line)
-    fine = tuple(rng.randint(0, 255) for _ in range(3)) + (255,)
+    fine = photographs.random_colour(rng) + (255,)
     for _ in range(rng.randint(0, 3)):  # fine detail: scales, stripes or whiskers
         kind, px, py, size = rng.random(), cx + rng.gauss(0, r / 3), cy + rng.gauss(0, r / 3), r * rng.uniform(0.2, 0.6)
         step = max(3, int(size / rng.uniform(3, 8)))
@@ -561,10 +561,9 @@ def illustration(rng: random.Random, split: str) -> tuple[Image.Image, Image.Ima
         glow = layer.filter(ImageFilter.GaussianBlur(r / 4))
         canvas.image.paste(glow, (0, 0), glow)
     canvas.image.paste(layer, (0, 0), layer)
-    draw = ImageDraw.Draw(canvas.image)
     for _ in range(rng.choice((0, 0, 5, 20))):  # splashed dots and rings
         px, py, pr = rng.uniform(0, w), rng.uniform(0, h), r * rng.uniform(0.02, 0.2)
-        draw.ellipse((px - pr, py - pr, px + pr, py + pr), fill=fine[:3] if rng.random() < 0.7 else None,
+        canvas.draw.ellipse((px - pr, py - pr, px + pr, py + pr), fill=fine[:3] if rng.random() < 0.7 else None,
                      outline=fine[:3], width=line)
     return canvas.image, canvas.mask
 
