@@ -99,7 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "photographs), scored against their pixels' answers")
     ev.add_argument("--sources", type=int, help="N held-out images of every source beyond the world, each asked to "
                                                  "read and to describe: text presence, no-text precision, inventions")
-    ev.add_argument("--source-list", dest="source_list", help="with --sources: only these, e.g. text,document")
+    ev.add_argument("--wordings", type=int, help="N held-out images of every source, each asked wordings never trained "
+                                                  "on and the trained ones: do the answers agree?")
+    ev.add_argument("--source-list", dest="source_list", help="with --sources or --wordings: only these, e.g. "
+                                                               "text,document")
     ev.add_argument("--json")
     ev.set_defaults(func=_eval_target)
 

@@ -6,9 +6,12 @@
 
 Each variant trains on RegionProbe's text term (core/training/target.py: which of the 3x3 visual tokens' regions hold
 text, and the most text-like token whether the image holds any), with none of the colour losses beside it that the
-target's own training has. The first six start from the shipped target's tower (assets/models/target):
+target's own training has. The first eight start from the shipped target's tower (assets/models/target):
   frozen   the tower as shipped, the head alone: what its visual tokens carry linearly
   frozen-mlp  the same with a two-layer head (GELU, 4x the width): whether they carry more than a linear head reads
+  patches  the tower as shipped, a linear head on each patch's state before the merger, a region's logits the
+           log-sum-exp of its 64 patches': what the patch states carry, before the merger pools them
+  merger   the blocks as shipped, the merger trains with the head: whether a merger alone passes on more of it
   tower    the tower trains too
   deeper   the tower grown by `--grow` blocks first, copies of its last block whose output projections start at zero,
            so the grown tower computes exactly the shipped one's features before its first step
@@ -23,8 +26,10 @@ target's own training has. The first six start from the shipped target's tower (
   cnn      not a Qwen2.5-VL tower: five strided 3x3 / 5x5 convolutions from the 192x192 square to 3x3 features of
            the target's width, a reference for whether the images and labels can be learned at this budget at all
 Every variant sees the same training images (every source of core/world/photos.py in turn, the "read" task); each is
-scored every `--eval-every` steps on `--heldout` held-out images of every source (indices 50000..) and on the first
-480 training images (`score`: accuracy of "holds text" and a threshold-free AUC, per source).
+scored every `--eval-every` steps on `--heldout` held-out images of every source (indices 50000..), on as many of the
+training split's that no variant trains on (`unseen`: its fonts and photographs, new draws) and on the first 480
+training images (`score`: accuracy of "holds text" and a threshold-free AUC, per source). Held out against unseen
+tells what fails to carry to other photographs from what fails to carry to other images.
 """
 
 from __future__ import annotations
@@ -140,14 +145,23 @@ def tower_encoder(vlm: VisionLanguageModel):
     return encode
 
 
+def region_logits(name: str, head, encode):
+    """The variant's text logits [N * 9, 2] of the visual tokens `encode` returned: the head on each token, or for
+    `patches` on each of the token's patches, pooled."""
+    def read(features: torch.Tensor) -> torch.Tensor:
+        if name != "patches":
+            return head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
+        logits = head(torch.nn.functional.rms_norm(encode.patches, encode.patches.shape[-1:]))
+        return logits.view(features.shape[0], -1, 2).logsumexp(1)
+    return read
+
+
 @torch.no_grad()
-def score(encode, head, squares, labels, sources) -> dict[str, dict[str, float]]:
+def score(encode, read, squares, labels, sources) -> dict[str, dict[str, float]]:
     """Per source: `accuracy`, the share whose "holds text" (any region's margin > 0) is right, and `auc`, how often
     an image's margin (its largest region's) ranks on the right side of an image of the other kind (text against no
     text, of every source): separation whatever the threshold."""
-    features = encode(squares)
-    logits = head(torch.nn.functional.rms_norm(features, features.shape[-1:]))
-    return separation(image_text_margin(logits), labels, sources)
+    return separation(image_text_margin(read(encode(squares))), labels, sources)
 
 
 def separation(margin: torch.Tensor, labels: torch.Tensor, sources: list[str]) -> dict[str, dict[str, float]]:
@@ -184,7 +198,7 @@ def reading_log_odds(vlm: VisionLanguageModel, samples: list, batch: int = 48) -
     return nll[photos.NO_TEXT] - nll[photos.CANNOT_READ]
 
 
-def run_variant(name: str, args, train_batches, heldout) -> dict:
+def run_variant(name: str, args, train_batches, heldout, unseen) -> dict:
     # How well it fits images it trains on (the first 20 batches): whether the tower can tell text at all.
     first = train_batches[:20]
     fit = ([sq for batch in first for sq in batch[0]], torch.cat([batch[1] for batch in first]),
@@ -208,10 +222,13 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
     if name == "cnn":
         visual = ConvEncoder(vlm.text_config.hidden_size)
     encode = visual if name == "cnn" else tower_encoder(vlm)
-    width = vlm.text_config.hidden_size
+    width = visual.config.hidden_size if name == "patches" else vlm.text_config.hidden_size
     head = (torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, 2))
             if name == "frozen-mlp" else torch.nn.Linear(width, 2))
-    visual.requires_grad_(not name.startswith("frozen"))
+    read = region_logits(name, head, encode)
+    visual.requires_grad_(not name.startswith("frozen") and name not in ("patches", "merger"))
+    if name == "merger":
+        visual.merger.requires_grad_(True)
     tower = [p for p in visual.parameters() if p.requires_grad]
     heads = list(head.parameters()) + (list(dense.parameters()) if dense else [])
     params = heads + tower
@@ -221,7 +238,7 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
     for step in range(1, args.steps + 1):
         squares, labels, _, samples = train_batches[(step - 1) % len(train_batches)]
         features = encode(squares)
-        loss = text_presence_loss(head(torch.nn.functional.rms_norm(features, features.shape[-1:])), labels)
+        loss = text_presence_loss(read(features), labels)
         if dense:
             loss = loss + dense.loss(encode.patches, samples, 192, visual.spatial_merge_size)
         opt.zero_grad(set_to_none=True)
@@ -230,7 +247,8 @@ def run_variant(name: str, args, train_batches, heldout) -> dict:
         opt.step()
         if step % args.eval_every == 0:
             log.append({"step": step, "loss": round(loss.item(), 3), "seconds": round(time.time() - start),
-                        "heldout": score(encode, head, *heldout[:3]), "train": score(encode, head, *fit[:3])})
+                        "heldout": score(encode, read, *heldout[:3]), "unseen": score(encode, read, *unseen[:3]),
+                        "train": score(encode, read, *fit[:3])})
             print(name, json.dumps(log[-1]), flush=True)
     return {"variant": name, "parameters": sum(p.numel() for p in visual.parameters()), "log": log}
 
@@ -279,6 +297,8 @@ def main() -> None:
         train = [images_of("train", range(9_000_000 + b * args.batch, 9_000_000 + (b + 1) * args.batch), pool)
                  for b in range(batches)]
         heldout = images_of("heldout", range(50_000, 50_000 + args.heldout * len(photos.SOURCES)), pool)
+        unseen = (None if args.score else
+                  images_of("train", range(9_900_000, 9_900_000 + args.heldout * len(photos.SOURCES)), pool))
     print(f"images drawn in {time.time() - start:.0f}s", flush=True)
     if args.score:
         report = {"args": vars(args), "checkpoints": {path: scored_checkpoint(path, heldout) for path in
@@ -286,7 +306,7 @@ def main() -> None:
         print(json.dumps(report["checkpoints"]), flush=True)
     else:
         report = {"args": vars(args),
-                  "variants": [run_variant(v, args, train, heldout) for v in args.variants.split(",")]}
+                  "variants": [run_variant(v, args, train, heldout, unseen) for v in args.variants.split(",")]}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -63,6 +63,17 @@ def test_every_source_is_scored_on_the_real_tiny_target(tiny_target):
         evaluate.on_sources(tiny_target, 1, ("tweets",))
 
 
+def test_wordings_never_trained_on_are_scored_against_the_trained_one(tiny_target):
+    result = evaluate.on_wordings(tiny_target, 2, ("sign", "drawing"))
+    assert set(result["per_task"]) == set(photos.HELDOUT_WORDINGS) and set(result["per_source"]) == {"sign", "drawing"}
+    for task in result["per_task"].values():
+        assert task["answers"] == 4 and 0 <= task["agreement"] <= 1 and 0 <= task["invented"] <= 4
+    assert result["per_task"]["colours"]["invented"] == 0  # only reading and describing answers can invent
+    # An untrained target says the same thing whatever it is asked, so its answers agree across wordings too;
+    # what is compared is the answer, not the prompt.
+    assert 0 <= result["agreement"] <= 1
+
+
 def test_a_users_folder_says_which_images_hold_text(tmp_path, tiny_target):
     from core.training.training_data import from_folder
 

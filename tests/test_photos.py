@@ -29,7 +29,8 @@ def test_answers_are_what_the_pixels_say(task, source):
         s = photos.sample("train", index, task, source)
         found = answers(s.image)
         if task == "layout":
-            assert s.prompt in photos.PARAPHRASES["layout"] and s.answer == found["Describe the image."]
+            assert s.prompt in photos.PARAPHRASES["layout"] + photos.MORE_WORDINGS["layout"]
+            assert s.answer == found["Describe the image."]
         elif task == "region":
             position = max((p for p in photos.POSITIONS if p in s.prompt), key=len)  # "top left", not "left"
             assert s.answer == found[f"What colour is the {position}?"]
@@ -38,7 +39,7 @@ def test_answers_are_what_the_pixels_say(task, source):
         elif task == "brightest":
             assert s.answer == found["Which region is the brightest?"]
         elif task == "read":
-            assert s.prompt in photos.PARAPHRASES["read"]
+            assert s.prompt in photos.PARAPHRASES["read"] + photos.MORE_WORDINGS["read"]
             assert s.answer == (photos.CANNOT_READ if s.holds_text else photos.NO_TEXT)
             assert s.holds_text == (source in text_images.WITH_TEXT)  # a photograph that may show text is not asked
         else:
@@ -51,10 +52,27 @@ def test_the_reference_answers_every_paraphrase_the_models_learned():
     for index in range(72):
         task, source = photos.TASKS[index % 6], photos.SOURCES[index // 6 % len(photos.SOURCES)]
         s = photos.sample("train", index, task, source)
-        assert photos.reference(s.image, f" {s.prompt} ") == (None if task == "read" else s.answer), (task, s.prompt)
-    assert {photos.sample("train", i, "layout").prompt for i in range(40)} == set(photos.PARAPHRASES["layout"])
+        unclaimed = task == "read" or s.prompt in photos.WORLD_QUESTIONS
+        assert photos.reference(s.image, f" {s.prompt} ") == (None if unclaimed else s.answer), (task, s.prompt)
+    assert {photos.sample("heldout", i, "layout").prompt for i in range(40)} == set(photos.PARAPHRASES["layout"])
     assert photos.reference(Image.new("RGB", (30, 30)), "What is the meaning of life?") is None
     assert photos.asks_to_read("what does the text say") and not photos.asks_to_read("Describe the image.")
+
+
+def test_training_asks_the_wordings_users_type_and_the_held_out_split_the_evals_questions():
+    key = photos._question_key
+    for task in ("layout", "colours", "read", "unknown"):
+        trained = {photos.sample("train", i, task).prompt for i in range(120)}
+        more = set(photos.MORE_WORDINGS[task]) | (set(photos.WORLD_QUESTIONS) if task == "unknown" else set())
+        assert trained & more and trained & set(photos.PARAPHRASES[task]) and trained <= more | set(photos.PARAPHRASES[task])
+        assert {photos.sample("heldout", i, task).prompt for i in range(60)} <= set(photos.PARAPHRASES[task])
+        # eval-target --wordings asks what training never does
+        assert not {key(p) for p in photos.HELDOUT_WORDINGS.get(task, ())} & {key(p) for p in more | set(photos.PARAPHRASES[task])}
+    image = photos.sample("train", 0, "layout").image
+    assert photos.reference(image, "what colors do you see") == photos.reference(image, "What are the main colours?")
+    assert photos.asks_to_read("Is there any text in this image?")
+    # The world's own questions have the world's answers on a world scene: the reference does not claim them.
+    assert all(photos.reference(image, q) is None for q in photos.WORLD_QUESTIONS)
 
 
 def test_the_region_probe_knows_which_regions_hold_text():

@@ -5,6 +5,8 @@ images, agreement with what their pixels say (core/world/describe.py).
     python -m core eval-target --images DIR [--prompt P] [--json PATH]
     python -m core eval-target --photos N [--json PATH]     # held-out images beyond the world (core/world/photos.py)
     python -m core eval-target --sources N [--source-list text,document] [--json PATH]   # never inventing, per source
+    python -m core eval-target --wordings N [--source-list ...] [--json PATH]   # the same answers to wordings never
+                                                                                 # trained on?
 
 With --images, each image is asked its metadata.jsonl prompt (or "Describe the image.", or --prompt for all) and
 scored against the metadata's answer where one is given, else against the pixels' answer (to any paraphrase the
@@ -159,6 +161,36 @@ def on_sources(vlm: VisionLanguageModel, n: int, sources: tuple[str, ...] = phot
     return out
 
 
+def on_wordings(vlm: VisionLanguageModel, n: int, sources: tuple[str, ...] = photos.SOURCES) -> dict:
+    """Whether an answer holds under another wording: n held-out images of every source, each asked, for every task
+    of photos.HELDOUT_WORDINGS (wordings never trained on), one of its wordings (cycling) and the task's first
+    paraphrase. Per task: `agreement`, the share answered exactly as the paraphrase is, and `invented`, the answers
+    that invent as on_sources counts them (a reading answer; a describe answer that is not a layout); per source the
+    agreement over its tasks."""
+    per_task, per_source, invented = defaultdict(list), defaultdict(list), defaultdict(int)
+    for source in sources:
+        if _unavailable(source):
+            continue
+        for i in range(n):
+            sample = photos.sample("heldout", i, "read", source)
+            for task, wordings in photos.HELDOUT_WORDINGS.items():
+                tokens = SHORT_ANSWER if task == "read" else 128
+                said = answer(vlm, sample.image, wordings[i % len(wordings)], tokens)
+                agrees = said == answer(vlm, sample.image, photos.PARAPHRASES[task][0], tokens)
+                per_task[task].append(agrees)
+                per_source[source].append(agrees)
+                if task == "read":
+                    invented[task] += reading_invents(said, bool(sample.holds_text))
+                elif task == "layout":
+                    invented[task] += describing_invents(said, sample.image)
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"per_task": {task: {"agreement": mean(v), "invented": invented[task], "answers": len(v)}
+                         for task, v in per_task.items()},
+            "per_source": {source: mean(v) for source, v in per_source.items()},
+            "agreement": mean([a for v in per_task.values() for a in v]),
+            "wordings": photos.HELDOUT_WORDINGS}
+
+
 @dataclass
 class Item:
     label: str  # where the image came from, for the report
@@ -233,6 +265,9 @@ def run(args) -> None:
         result = on_images(vlm, from_folder(args.images), args.prompt)
     elif args.photos:
         result = on_photos(vlm, args.photos)
+    elif args.wordings:
+        chosen = tuple(args.source_list.split(",")) if args.source_list else photos.SOURCES
+        result = on_wordings(vlm, args.wordings, chosen) | {"n_per_source": args.wordings}
     elif args.sources:
         chosen = tuple(args.source_list.split(",")) if args.source_list else photos.SOURCES
         result = on_sources(vlm, args.sources, chosen) | {"n_per_source": args.sources}

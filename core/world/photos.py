@@ -13,7 +13,8 @@ Tasks: "layout" (Describe the image.), "region" (one cell's colour), "colours" (
 "read" (What is written here?) and "unknown" (a question the pixels cannot answer: an honest "I can only describe
 colours and layout: ..."). The target reads only the world's words (core/world/scenes.py), so beyond the world a
 reading question has two answers: "There is text here, but I cannot read it." and "There is no text.". Prompts come
-in several paraphrases. The photographs come from core/world/photographs.py.
+in several paraphrases (PARAPHRASES) and, in training, the wordings users type (MORE_WORDINGS). The photographs come
+from core/world/photographs.py.
 
 A sample is a pure function of (split, index): the split decides the seeds, so held-out images are never trained
 on, and the photographs in HELDOUT_PHOTOS are held out whole (only the held-out split ever shows them).
@@ -51,6 +52,39 @@ PARAPHRASES = {
     "unknown": ("What animal is this?", "Where was this photo taken?", "How many people are there?",
                 "What time of day is it?", "Who made this?", "What is the person doing?"),
 }
+# Wordings a user types beside PARAPHRASES: training draws one of them for a quarter of its samples (the held-out split
+# asks PARAPHRASES only, so the evals keep their questions).
+MORE_WORDINGS = {
+    "layout": ("What is in this picture?", "What do you see?", "Tell me about this image.", "Caption this image.",
+               "Describe the image in detail.", "What is this image?", "Describe what you see.",
+               "What's in the image?", "Can you describe this image?", "Explain this picture.", "What is shown here?"),
+    "colours": ("What colors do you see?", "What is the main color?", "What colours are in this image?",
+                "Which colors are in the picture?", "What are the dominant colors?", "List the colours.",
+                "What colour is it?", "What color is this image?"),
+    "brightest": ("Where is the brightest part?", "Which area is the lightest?", "What part of the image is brightest?",
+                  "Where is it lightest?"),
+    "read": ("What does it say?", "Read it.", "What text is in the image?", "Transcribe the text.",
+             "Is there any text in this image?", "Does this image contain text?", "What words are in the image?",
+             "Can you read the text?", "OCR this image.", "What does the sign say?", "Extract the text.",
+             "What is the text?", "Read this.", "What does the label say?", "Is anything written here?"),
+    "unknown": ("What is this?", "Who is this?", "Is this a photo?", "What is happening here?", "Where is this?",
+                "Is it day or night?", "What breed is the dog?", "How old is this person?", "What is the weather like?",
+                "What brand is this?", "How many people are in the photo?", "Why?", "hello", "Thanks!"),
+}
+# The world's questions (core/world/scenes.py), which of another image only the honest answer answers; not in
+# reference()'s table, since of a world scene they have the world's answer.
+WORLD_QUESTIONS = ("How many objects are in the image?", "How many circles are there?", "What shape is at the top left?",
+                   "Is the red square left of the blue circle?", "Which label has the highest value?")
+# Wordings never trained on, which `eval-target --wordings` asks beside each task's first paraphrase.
+HELDOUT_WORDINGS = {
+    "layout": ("Describe this image.", "What can you see in this image?", "Give me a description of the picture.",
+               "What does this picture show?", "Describe the photo."),
+    "colours": ("What colors are in this image?", "Which colours stand out?", "Name the colors in the picture."),
+    "read": ("What is written on the sign?", "Read the words in this image.", "What does the writing say?",
+             "Can you read what it says?", "Please transcribe the text.", "What is the text in this picture?"),
+    "unknown": ("What kind of animal is this?", "Who took this picture?", "What city is this?", "Is anyone smiling?",
+                "What year was this taken?", "What is the man holding?"),
+}
 REGION_PROMPTS = ("What colour is the {}?", "Which colour is at the {}?", "What is the colour of the {} region?")
 # The question core/world/describe.py's answers() names for each task whose paraphrases ask the same thing.
 ASKED = {"layout": "Describe the image.", "colours": "What are the main colours?",
@@ -87,16 +121,17 @@ def _honest(found: dict[str, str]) -> str:
     return f"I can only describe colours and layout: {found['Describe the image.']}"
 
 
-def _question(rng: random.Random, task: str, image: Image.Image, holds_text: bool) -> tuple[str, str]:
+def _question(rng: random.Random, task: str, image: Image.Image, holds_text: bool, split: str) -> tuple[str, str]:
     found = answers(image)
     if task == "region":
         position = rng.choice(POSITIONS)
         return rng.choice(REGION_PROMPTS).format(position), found[f"What colour is the {position}?"]
+    wordings = MORE_WORDINGS[task] if split == "train" and rng.random() < 0.25 else PARAPHRASES[task]
     if task == "read":
-        return rng.choice(PARAPHRASES["read"]), CANNOT_READ if holds_text else NO_TEXT
+        return rng.choice(wordings), CANNOT_READ if holds_text else NO_TEXT
     if task == "unknown":
-        return rng.choice(PARAPHRASES["unknown"]), _honest(found)
-    return rng.choice(PARAPHRASES[task]), found[ASKED[task]]
+        return rng.choice(wordings + WORLD_QUESTIONS if wordings is MORE_WORDINGS[task] else wordings), _honest(found)
+    return rng.choice(wordings), found[ASKED[task]]
 
 
 def _question_key(prompt: str) -> str:
@@ -106,7 +141,7 @@ def _question_key(prompt: str) -> str:
 
 # Every learned wording (as a _question_key) -> what it asks: a question of describe.answers(), "read" or "unknown".
 _ASKS = {_question_key(p): ASKED.get(task, task) for task in ("layout", "colours", "brightest", "read", "unknown")
-         for p in PARAPHRASES[task]}
+         for p in PARAPHRASES[task] + MORE_WORDINGS[task]}
 _ASKS |= {_question_key(p.format(position)): f"What colour is the {position}?"
           for position in POSITIONS for p in REGION_PROMPTS}
 
@@ -157,7 +192,7 @@ def sample(split: str, index: int, task: str | None = None, source: str | None =
         image = image if image is not None else procedural(rng)
         holds_text = name in PHOTOS_WITH_TEXT
         regions = None if holds_text else (False,) * 9
-    prompt, answer = _question(rng, task, image, holds_text)
+    prompt, answer = _question(rng, task, image, holds_text, split)
     return Sample(image, task, prompt, answer, holds_text=holds_text, text_regions=regions, text_mask=mask)
 
 
