@@ -69,9 +69,8 @@ def test_wordings_never_trained_on_are_scored_against_the_trained_one(tiny_targe
     for task in result["per_task"].values():
         assert task["answers"] == 4 and 0 <= task["agreement"] <= 1 and 0 <= task["invented"] <= 4
     assert result["per_task"]["colours"]["invented"] == 0  # only reading and describing answers can invent
-    # An untrained target says the same thing whatever it is asked, so its answers agree across wordings too;
-    # what is compared is the answer, not the prompt.
-    assert 0 <= result["agreement"] <= 1
+    tasks = result["per_task"].values()
+    assert result["agreement"] == pytest.approx(sum(t["agreement"] for t in tasks) / len(tasks))  # equal counts
 
 
 def test_a_users_folder_says_which_images_hold_text(tmp_path, tiny_target):

@@ -64,10 +64,11 @@ def test_training_asks_the_wordings_users_type_and_the_held_out_split_the_evals_
     for task in ("layout", "colours", "read", "unknown"):
         trained = {photos.sample("train", i, task).prompt for i in range(120)}
         more = set(photos.MORE_WORDINGS[task]) | (set(photos.WORLD_QUESTIONS) if task == "unknown" else set())
-        assert trained & more and trained & set(photos.PARAPHRASES[task]) and trained <= more | set(photos.PARAPHRASES[task])
-        assert {photos.sample("heldout", i, task).prompt for i in range(60)} <= set(photos.PARAPHRASES[task])
+        paraphrases = set(photos.PARAPHRASES[task])
+        assert trained & more and trained & paraphrases and trained <= more | paraphrases
+        assert {photos.sample("heldout", i, task).prompt for i in range(60)} <= paraphrases
         # eval-target --wordings asks what training never does
-        assert not {key(p) for p in photos.HELDOUT_WORDINGS.get(task, ())} & {key(p) for p in more | set(photos.PARAPHRASES[task])}
+        assert not {key(p) for p in photos.HELDOUT_WORDINGS.get(task, ())} & {key(p) for p in more | paraphrases}
     image = photos.sample("train", 0, "layout").image
     assert photos.reference(image, "what colors do you see") == photos.reference(image, "What are the main colours?")
     assert photos.asks_to_read("Is there any text in this image?")
