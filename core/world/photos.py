@@ -73,8 +73,9 @@ MORE_WORDINGS = {
 }
 # The world's questions (core/world/scenes.py), which of another image only the honest answer answers; not in
 # reference()'s table, since of a world scene they have the world's answer.
-WORLD_QUESTIONS = ("How many objects are in the image?", "How many circles are there?", "What shape is at the top left?",
-                   "Is the red square left of the blue circle?", "Which label has the highest value?")
+WORLD_QUESTIONS = ("How many objects are in the image?", "How many circles are there?",
+                   "What shape is at the top left?", "Is the red square left of the blue circle?",
+                   "Which label has the highest value?")
 # Wordings never trained on, which `eval-target --wordings` asks beside each task's first paraphrase.
 HELDOUT_WORDINGS = {
     "layout": ("Describe this image.", "What can you see in this image?", "Give me a description of the picture.",
