@@ -71,6 +71,8 @@ def test_wordings_never_trained_on_are_scored_against_the_trained_one(tiny_targe
     assert result["per_task"]["colours"]["invented"] == 0  # only reading and describing answers can invent
     tasks = result["per_task"].values()
     assert result["agreement"] == pytest.approx(sum(t["agreement"] for t in tasks) / len(tasks))  # equal counts
+    with pytest.raises(ValueError, match="unknown sources"):
+        evaluate.on_wordings(tiny_target, 1, ("tweets",))
 
 
 def test_a_users_folder_says_which_images_hold_text(tmp_path, tiny_target):

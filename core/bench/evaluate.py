@@ -132,13 +132,17 @@ def _unavailable(source: str) -> str | None:
     return None
 
 
+def _check_sources(sources: tuple[str, ...]) -> None:
+    unknown = [s for s in sources if s not in photos.SOURCES]
+    if unknown:
+        raise ValueError(f"unknown sources {unknown}; expected some of {photos.SOURCES}")
+
+
 def on_sources(vlm: VisionLanguageModel, n: int, sources: tuple[str, ...] = photos.SOURCES,
                upper_case: int = 50) -> dict:
     """Never inventing, per source and overall: n held-out images of each source, each asked a reading question and
     "Describe the image."; and `upper_case` held-out photographs asked "DESCRIBE THE IMAGE."."""
-    unknown = [s for s in sources if s not in photos.SOURCES]
-    if unknown:
-        raise ValueError(f"unknown sources {unknown}; expected some of {photos.SOURCES}")
+    _check_sources(sources)
     out, pooled = {"per_source": {}}, []
     for source in sources:
         why = _unavailable(source)
@@ -167,6 +171,7 @@ def on_wordings(vlm: VisionLanguageModel, n: int, sources: tuple[str, ...] = pho
     paraphrase. Per task: `agreement`, the share answered exactly as the paraphrase is, and `invented`, the answers
     that invent as on_sources counts them (a reading answer; a describe answer that is not a layout); per source the
     agreement over its tasks."""
+    _check_sources(sources)
     per_task, per_source, invented = defaultdict(list), defaultdict(list), defaultdict(int)
     for source in sources:
         if _unavailable(source):
@@ -261,15 +266,14 @@ def on_photos(vlm: VisionLanguageModel, n: int) -> dict:
 
 def run(args) -> None:
     vlm = VisionLanguageModel.from_pretrained(args.model)
+    chosen = tuple(args.source_list.split(",")) if args.source_list else photos.SOURCES
     if args.images:
         result = on_images(vlm, from_folder(args.images), args.prompt)
     elif args.photos:
         result = on_photos(vlm, args.photos)
     elif args.wordings:
-        chosen = tuple(args.source_list.split(",")) if args.source_list else photos.SOURCES
         result = on_wordings(vlm, args.wordings, chosen) | {"n_per_source": args.wordings}
     elif args.sources:
-        chosen = tuple(args.source_list.split(",")) if args.source_list else photos.SOURCES
         result = on_sources(vlm, args.sources, chosen) | {"n_per_source": args.sources}
     else:
         result = exact_match(vlm, scenes.samples("heldout", args.n)) | {"n": args.n}

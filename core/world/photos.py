@@ -127,11 +127,14 @@ def _question(rng: random.Random, task: str, image: Image.Image, holds_text: boo
     if task == "region":
         position = rng.choice(POSITIONS)
         return rng.choice(REGION_PROMPTS).format(position), found[f"What colour is the {position}?"]
-    wordings = MORE_WORDINGS[task] if split == "train" and rng.random() < 0.25 else PARAPHRASES[task]
+    if split == "train" and rng.random() < 0.25:
+        wordings = MORE_WORDINGS[task] + (WORLD_QUESTIONS if task == "unknown" else ())
+    else:
+        wordings = PARAPHRASES[task]
     if task == "read":
         return rng.choice(wordings), CANNOT_READ if holds_text else NO_TEXT
     if task == "unknown":
-        return rng.choice(wordings + WORLD_QUESTIONS if wordings is MORE_WORDINGS[task] else wordings), _honest(found)
+        return rng.choice(wordings), _honest(found)
     return rng.choice(wordings), found[ASKED[task]]
 
 

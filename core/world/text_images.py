@@ -564,7 +564,7 @@ def illustration(rng: random.Random, split: str) -> tuple[Image.Image, Image.Ima
     for _ in range(rng.choice((0, 0, 5, 20))):  # splashed dots and rings
         px, py, pr = rng.uniform(0, w), rng.uniform(0, h), r * rng.uniform(0.02, 0.2)
         canvas.draw.ellipse((px - pr, py - pr, px + pr, py + pr), fill=fine[:3] if rng.random() < 0.7 else None,
-                     outline=fine[:3], width=line)
+                            outline=fine[:3], width=line)
     return canvas.image, canvas.mask
 
 
