@@ -59,3 +59,29 @@ def test_a_saved_set_rebuilds_photos_rows_from_split_index_and_task():
     rebuilt = training_samples({"metadata": {}, "rows": rows})
     assert [s.answer for s in rebuilt] == ["r0", "r1", "r2", "r3"]
     assert all(np.array_equal(np.asarray(a.image), np.asarray(b.image)) for a, b in zip(rebuilt, drawn))
+
+
+def test_a_partner_asks_the_same_image_the_other_question():
+    """`train target --paired`: a reading sample's image asked to be described and the reverse, under the partner
+    task's name of the same source; a photograph that may show text is never asked to be read."""
+    import random
+
+    from core.training.target import with_partners
+
+    read = mix.sample("train", 5, "photos/read@sign")
+    described, task = mix.partner(read, "photos/read@sign", "train", 5)
+    assert task == "photos/layout@sign" and described.task == "photos/layout" and described.image is read.image
+    assert described.answer == photos.reference(read.image, "Describe the image.")
+    assert mix.partner(described, task, "train", 5)[0].answer == photos.CANNOT_READ
+    assert mix.partner(read, "photos/colours@sign", "train", 5) is None
+    assert mix.partner(read, "caption", "train", 5) is None
+    with_text = next(s for i in range(200) if (s := mix.sample("train", i, "photos/layout@photo")).holds_text)
+    assert mix.partner(with_text, "photos/layout@photo", "train", 0) is None
+    tasks = ["caption", "photos/read@text", "photos/colours@text", "photos/layout@drawing"]
+    batch = [mix.sample("train", i, t) for i, t in enumerate(tasks)]
+    paired, names = with_partners(batch, tasks, 1.0, random.Random(0), 0)
+    assert names == ["caption", "photos/read@text", "photos/layout@text", "photos/colours@text"]
+    assert paired[2].image is paired[1].image and [s.task for s in paired] == [n.partition("@")[0] for n in names]
+    assert with_partners(batch, tasks, 0.0, random.Random(0), 0) == (batch, tasks)
+    left_out = with_partners(batch, tasks, 1.0, random.Random(0), 0, lambda t: t != "photos/layout@text")
+    assert left_out[1] == ["caption", "photos/read@text", "photos/colours@text", "photos/layout@drawing"]

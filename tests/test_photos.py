@@ -163,29 +163,29 @@ def test_the_target_trains_on_the_world_and_beyond(tmp_path, tokenizer):
 def test_other_forms_ask_the_same_question_and_a_frozen_tower_stays(tmp_path, tiny_target_dir, monkeypatch):
     """`--other-forms` asks prompts typed another way (the reference still answers them), `--freeze-vision` trains
     the language model alone: the tower's weights come out bit-identical, the LM's do not."""
-    import random
-
     import torch
     from safetensors.torch import load_file
 
     from core.training import target
     from core.world import mix
 
-    rng = random.Random(0)
     image = photos.sample("train", 0, "layout").image
-    forms = {mix.other_form(rng, "What colour is the top left?") for _ in range(40)}
+    forms = {form("What colour is the top left?") for form in mix.FORMS}
     assert forms == {"what colour is the top left?", "WHAT COLOUR IS THE TOP LEFT?", "What colour is the top left",
                      "what colour is the top left"}
     assert {photos.reference(image, f) for f in forms} == {photos.reference(image, "What colour is the top left?")}
-    asked = []
+    batches = []
     real_batch = target.answer_batch
-    monkeypatch.setattr(target, "answer_batch", lambda tok, batch, vlm: asked.extend(s.prompt for s in batch)
+    monkeypatch.setattr(target, "answer_batch", lambda tok, batch, vlm: batches.append(batch)
                         or real_batch(tok, batch, vlm))
     out = tmp_path / "lm-only"
     target.train(target.TargetTrainConfig(steps=2, batch=12, warmup=1, init=str(tiny_target_dir), out=str(out),
-                                          eval_every=100, eval_n=2, mix="world,photos", other_forms=1.0,
+                                          eval_every=100, eval_n=2, mix="world,photos", other_forms=1.0, paired=1.0,
                                           freeze_vision=True))
+    asked = [s.prompt for batch in batches for s in batch]
     assert asked and all(p != p.capitalize() or not p.endswith(("?", ".")) for p in asked)  # every one re-typed
+    pairs = [(a.prompt, b.prompt) for batch in batches for a, b in zip(batch, batch[1:]) if a.image is b.image]
+    assert pairs and all(a.isupper() == b.isupper() and a[-1].isalpha() == b[-1].isalpha() for a, b in pairs)
     before, after = load_file(tiny_target_dir / "model.safetensors"), load_file(out / "model.safetensors")
     tower = [k for k in before if ".visual." in k or k.startswith("visual.")]
     assert tower and all(torch.equal(before[k], after[k]) for k in tower)

@@ -1,7 +1,7 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR [--probe-steps N]]
-        [--other-forms P] [--freeze-vision] [--boost TASK:FACTOR,...] [--out DIR]
+        [--other-forms P] [--paired P] [--freeze-vision] [--boost TASK:FACTOR,...] [--out DIR]
         [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
                                                    # colour layout, text, honest answers
 
@@ -22,6 +22,8 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   learns too slowly at its share of the batch); `--by-source` weighs each photos task per image source
   ("photos/read@sign", boosted by "photos/read", "@sign" or itself), so the one source whose reading answers are
   still wrong gets the batches instead of a tenth of the task's;
+- `--paired P`: that share of reading and describing samples followed by their image asked the other question, since
+  their wordings differ in a word or two ("What's in the image?" / "What text is in the image?");
 - `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
 - `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
@@ -74,6 +76,7 @@ class TargetTrainConfig:
     freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
     boost: str = ""  # "photos/read:3,...": a task drawn that many times as often as its chance of a wrong answer says
     by_source: bool = False  # photos tasks weighed per image source ("photos/read@sign"), not over all sources at once
+    paired: float = 0.0  # share of reading / describing samples followed by their image asked the other (mix.partner)
     text_weight: float = 4.0  # RegionProbe's text loss against its colour losses
     patch_text_weight: float = 1.0  # PatchTextProbe's: each patch says whether it holds ink of text
 
@@ -293,7 +296,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     params = [p for p in model.parameters() if p.requires_grad]
     if not cfg.freeze_vision:  # the probes only shape the tower
         params += list(probes.parameters())
-    forms = random.Random(f"forms/{cfg.seed}")
+    forms, pairs = random.Random(f"forms/{cfg.seed}"), random.Random(f"pairs/{cfg.seed}")
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
@@ -310,8 +313,14 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
         if "photos" in samplers:
             tasks += samplers["photos"].draw(cfg.batch - n_world)
         batch = [mix.sample("train", index + i, t) for i, t in enumerate(tasks)]  # named without a source
-        batch = [replace(s, prompt=mix.other_form(forms, s.prompt)) if forms.random() < cfg.other_forms else s
-                 for s in batch]
+        if cfg.paired:
+            batch, tasks = with_partners(batch, tasks, cfg.paired, pairs, index, samplers["photos"].factor)
+        # A sample and its partner (which shares its image object) are typed in one form: asked in two, the form
+        # itself would tell the two questions apart (run 34: "DESCRIBE THE IMAGE." answered "There is no text.").
+        typed = [forms.choice(mix.FORMS) if forms.random() < cfg.other_forms else None for _ in batch]
+        first = {}
+        typed = [typed[first.setdefault(id(s.image), i)] for i, s in enumerate(batch)]
+        batch = [replace(s, prompt=form(s.prompt)) if form else s for s, form in zip(batch, typed)]
         index += cfg.batch
         inputs = answer_batch(vlm.tokenizer, batch, vlm)
         labels = inputs.pop("labels")
@@ -354,6 +363,21 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
                              "photo_packages": image_sources.summary(), "log": log}), indent=1)
     )
     return vlm
+
+
+def with_partners(batch: list[scenes.Sample], tasks: list[str], share: float, rng: random.Random, index: int,
+                  factor=lambda task: 1.0) -> tuple[list[scenes.Sample], list[str]]:
+    """A `share` of the reading and describing samples each followed by its image asked the other question
+    (mix.partner), in place of the batch's last samples so that the batch keeps its size; never a partner task that
+    `factor` (the sampler's boost) weighs 0, which the run leaves out on purpose."""
+    out = []
+    for i, (sample, task) in enumerate(zip(batch, tasks)):
+        out.append((sample, task))
+        pair = mix.partner(sample, task, "train", index + i) if rng.random() < share else None
+        if pair and factor(pair[1]):
+            out.append(pair)
+    out = out[:len(batch)]
+    return [s for s, _ in out], [t for _, t in out]
 
 
 def save_checkpoint(vlm: VisionLanguageModel, probes: torch.nn.Module, out: Path) -> None:

@@ -69,12 +69,19 @@ class Samples(Sequence):
         return sample(self.split, self.start + k, own[k // len(self.per_source) % len(own)])
 
 
-def other_form(rng: random.Random, prompt: str) -> str:
-    """The same question typed another way: all lower or upper case, or without its closing mark. A target trained
-    only on the canonical forms answers "describe the image" with nonsense (region agreement 0.12 vs 0.73 on the
-    held-out views)."""
-    form = rng.choice((str.lower, str.upper, lambda p: p.rstrip("?.!"), lambda p: p.lower().rstrip("?.!")))
-    return form(prompt)
+def partner(sample_: scenes.Sample, task: str, split: str, index: int) -> tuple[scenes.Sample, str] | None:
+    """The same image asked its partner question (photos.PARTNER: reading <-> describing) and that task's name, of the
+    same source; None for a task without a partner or an image without a sure answer to it."""
+    name, at, source = task.removeprefix(PHOTOS).partition(AT)
+    other = photos.PARTNER.get(name) if task.startswith(PHOTOS) else None
+    asked = other and photos.ask(sample_, other, random.Random(f"partner/{split}/{task}/{index}"), split)
+    return (replace(asked, task=PHOTOS + other), PHOTOS + other + at + source) if asked else None
+
+
+# The same question typed another way (`train target --other-forms`): all lower or upper case, or without its closing
+# mark. A target trained only on the canonical forms answers "describe the image" with nonsense (region agreement 0.12
+# vs 0.73 on the held-out views).
+FORMS = (str.lower, str.upper, lambda p: p.rstrip("?.!"), lambda p: p.lower().rstrip("?.!"))
 
 
 def samples(split: str, n: int, start: int = 0, mix: str = "world") -> list[scenes.Sample]:

@@ -29,6 +29,7 @@ on, and the photographs in HELDOUT_PHOTOS are held out whole (only the held-out 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from PIL import Image
 
@@ -86,6 +87,10 @@ HELDOUT_WORDINGS = {
     "unknown": ("What kind of animal is this?", "Who took this picture?", "What city is this?", "Is anyone smiling?",
                 "What year was this taken?", "What is the man holding?"),
 }
+# A reading and a describing question asked of the same image in one batch (`train target --paired`): their wordings
+# differ in a word or two ("What's in the image?" / "What text is in the image?"), and one image asked both points the
+# loss at that word rather than at the pixels.
+PARTNER = {"layout": "read", "read": "layout"}
 REGION_PROMPTS = ("What colour is the {}?", "Which colour is at the {}?", "What is the colour of the {} region?")
 # The question core/world/describe.py's answers() names for each task whose paraphrases ask the same thing.
 ASKED = {"layout": "Describe the image.", "colours": "What are the main colours?",
@@ -136,6 +141,15 @@ def _question(rng: random.Random, task: str, image: Image.Image, holds_text: boo
     if task == "unknown":
         return rng.choice(wordings), _honest(found)
     return rng.choice(wordings), found[ASKED[task]]
+
+
+def ask(s: Sample, task: str, rng: random.Random, split: str) -> Sample | None:
+    """The image of sample `s` asked another task's question (None where it has no sure answer: reading a photograph
+    that may show text)."""
+    if task == "read" and s.holds_text and s.text_regions is None:
+        return None
+    prompt, answer = _question(rng, task, s.image, s.holds_text, split)
+    return replace(s, task=task, prompt=prompt, answer=answer)
 
 
 def _question_key(prompt: str) -> str:

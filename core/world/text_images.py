@@ -619,13 +619,15 @@ def notices(n: int = 60) -> list[tuple[str, Image.Image]]:
 def write_notices(folder: str, n: int = 60) -> int:
     """The notices as PNG files and a metadata.jsonl that asks each to be read and says it holds text: a folder for
     `python -m core eval-target --images DIR` (its never-inventing figures)."""
+    from core.training.training_data import METADATA_FILE  # the reader's name for it; training builds on the world
+
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name, image in notices(n):
         image.save(out / f"{name}.png")
         rows.append({"file_name": f"{name}.png", "prompt": "What is written here?", "has_text": True})
-    (out / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / METADATA_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
     return len(rows)
 
 
