@@ -22,8 +22,9 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   learns too slowly at its share of the batch); `--by-source` weighs each photos task per image source
   ("photos/read@sign", boosted by "photos/read", "@sign" or itself), so the one source whose reading answers are
   still wrong gets the batches instead of a tenth of the task's;
-- `--paired P`: that share of reading and describing samples followed by their image asked the other question, since
-  their wordings differ in a word or two ("What's in the image?" / "What text is in the image?");
+- `--paired P`: that share of reading and describing samples followed by their image asked the other question (the
+  two typed in one form), since their wordings differ in a word or two ("What's in the image?" / "What text is in the
+  image?");
 - `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
 - `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
