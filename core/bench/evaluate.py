@@ -87,6 +87,11 @@ def describing_invents(said: str, image) -> bool:
     return not looks_like_world(image) and LAYOUT_START.match(said) is None
 
 
+def mean(xs: list) -> float | None:
+    """The mean of a list of scores (booleans count as 0 / 1); None for no scores."""
+    return sum(xs) / len(xs) if xs else None
+
+
 def text_scores(rows: list[dict]) -> dict:
     """The never-inventing figures of rows {holds_text, read (the reading answer) or None, described or None}."""
     reads = [r for r in rows if r.get("read") is not None]
@@ -95,7 +100,6 @@ def text_scores(rows: list[dict]) -> dict:
     without = [r for r in reads if not r["holds_text"]]
     invented = sum(r["read_invents"] for r in reads) + sum(r["describe_invents"] for r in described)
     answers = len(reads) + len(described)
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     return {"images": len(rows), "with_text": len(with_text), "without_text": len(without),
             "text_presence_recall": mean([r["read"] != NO_TEXT for r in with_text]),
             "no_text_precision": mean([r["read"] == NO_TEXT for r in without]),
@@ -188,7 +192,6 @@ def on_wordings(vlm: VisionLanguageModel, n: int, sources: tuple[str, ...] = pho
                     invented[task] += reading_invents(said, bool(sample.holds_text))
                 elif task == "layout":
                     invented[task] += describing_invents(said, sample.image)
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     return {"per_task": {task: {"agreement": mean(v), "invented": invented[task], "answers": len(v)}
                          for task, v in per_task.items()},
             "per_source": {source: mean(v) for source, v in per_source.items()},
@@ -229,7 +232,6 @@ def scored(vlm: VisionLanguageModel, items: list[Item]) -> dict:
                 row["described"], row["describe_invents"] = said, describing_invents(said, item.image)
         rows.append(row)
     scored_rows = [r["exact"] for r in rows if r["reference"] is not None]
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     return {"images": len(rows), "scored": len(scored_rows), "exact_match": mean(scored_rows),
             "region_agreement": mean(regions), "header_exact": mean(headers), "text_exact": mean(with_text),
             "no_text_precision": mean(without_text),
