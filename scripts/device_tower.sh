@@ -10,7 +10,8 @@
 # call (51 MB stay, with the 15 MB archive) and come back after it:
 #     git ls-files -z assets/models assets/corpus docs tests | grep -zv '^assets/models/target/' | xargs -0 rm
 # The device call, carry ["runs/sources.tar.xz"] (SECONDS: the training's time budget, its evaluations included):
-#     bash scripts/device_tower.sh SECONDS --init assets/models/target --continue-tower --batch 96 ...   # any flags
+#     bash scripts/device_tower.sh SECONDS --init assets/models/target --continue-tower --first-image 100000 ...
+#   (any flags, e.g. --batch 96; the shipped tower saw the first 72 000 images of its range: it goes on past them)
 # Back here, the files again and the checkpoint from the call's files (files_at):
 #     git checkout -- assets docs tests
 #     cat FILES_AT/tower.tar.* | tar -xf - -C runs      # runs/tower, then `train target --init runs/tower ...`

@@ -255,18 +255,21 @@ def run_variant(name: str, args, train_batches, heldout, unseen) -> dict:
 
 def scored_checkpoint(path: str, heldout) -> dict:
     """A target trained elsewhere (`train target`, `train tower`), scored by the region probe's text head saved
-    beside it (probes.safetensors) on the same held-out images, and by its language model's reading answer (`answer`:
-    whether the answers follow what the tower's head can tell)."""
+    beside it (probes.safetensors; None for a checkpoint without, as the shipped one) on the same held-out images,
+    and by its language model's reading answer (`answer`: whether the answers follow what the tower's head can
+    tell)."""
     vlm = VisionLanguageModel.from_pretrained(path)
     vlm.model.eval()
+    squares, labels, sources, samples = heldout
+    answers = separation(reading_log_odds(vlm, samples), labels, sources)
+    if not (Path(path) / PROBES).is_file():
+        return {"head": None, "answer": answers}
     region = RegionProbe(vlm.text_config.hidden_size)
     region.load_state_dict({k.removeprefix("beyond."): v for k, v in load_file(Path(path) / PROBES).items()
                             if k.startswith("beyond.")})
-    squares, labels, sources, samples = heldout
     with torch.no_grad():
         features = tower_encoder(vlm)(squares)
-    return {"head": separation(region.text_margin(features), labels, sources),
-            "answer": separation(reading_log_odds(vlm, samples), labels, sources)}
+    return {"head": separation(region.text_margin(features), labels, sources), "answer": answers}
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from core.models.embedded import image_processor, new_target
 from core.models.vlm import VisionLanguageModel
 from core.training.target import PROBES, PatchTextProbe, TargetTrainConfig, patch_states
 from core.training.target import train as train_target
-from core.training.tower import TowerTrainConfig, config, fine_tower, lr_factor, torchvision_twin, train
+from core.training.tower import TowerTrainConfig, config, draw_batch, fine_tower, lr_factor, torchvision_twin, train
 from core.world import image_sources
 from core.world.scenes import Sample
 
@@ -119,6 +119,15 @@ def test_the_command_line_sizes_the_new_tower(tiny_target_dir):
     assert resumed.size == TINY_TARGET  # init's own tower, as its training log records it
     with pytest.raises(ValueError, match="own tower"):
         cfg("--init", str(tiny_target_dir), "--out", "runs/b", "--continue-tower", "--vision-hidden", "96")
+    with pytest.raises(ValueError, match="run past the tower's"):
+        cfg("--init", "runs/a", "--out", "runs/b", "--first-image", "999000", "--steps", "100")
+
+
+def test_a_continued_tower_can_start_past_the_images_it_saw():
+    """--first-image moves every batch along the tower's range: step s past 48 images is step s + 2 of batch 24."""
+    later = draw_batch(1, TowerTrainConfig(batch=24, first_image=48))
+    assert [s.prompt for s in later] == [s.prompt for s in draw_batch(3, TowerTrainConfig(batch=24))]
+    assert [s.image.tobytes() for s in later] == [s.image.tobytes() for s in draw_batch(3, TowerTrainConfig(batch=24))]
 
 
 def test_the_schedule_is_transformers_cosine_and_a_time_budget_ends_it_early(tmp_path, tiny_target_dir):

@@ -63,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="tower: channels of the new tower (default 64; heads of 16 channels)")
     train.add_argument("--continue-tower", dest="continue_tower", action="store_true", default=None,
                        help="tower: train --init's own tower on (its own size) instead of a fresh one")
+    train.add_argument("--first-image", dest="first_image", type=int,
+                       help="tower: skip that many images of the tower's range (the shipped tower saw the first 72000)")
     train.add_argument("--workers", type=int, help="tower: processes drawing the images ahead of the training step")
     train.add_argument("--device", help="tower: cuda or cpu (default: cuda where there is one)")
     train.add_argument("--seconds", type=float, help="tower: a time budget: training stops there, its learning rate's "

@@ -3,8 +3,9 @@ beside them where text is. The language model is copied unchanged.
 
     python -m core train tower --init assets/models/target --out runs/tower [--vision-depth 6] [--vision-hidden 64]
     python -m core train target --init runs/tower --mix world,photos ...   # then the whole model, as usual
-    python -m core train tower --init runs/target --out runs/tower-more --continue-tower ...
-        # a target that already has such a tower: that tower, of its own size, trains on (its first tokens the teacher)
+    python -m core train tower --init runs/target --out runs/tower-more --continue-tower --first-image 100000 ...
+        # a target that already has such a tower: that tower, of its own size, trains on (its first tokens the teacher),
+        # on images of the range it has not seen (the shipped tower saw the first 72 000)
     python -m core train tower ... --device cuda --seconds 420 --workers 15 --batch 96
         # on a lent GPU, for a time budget: scripts/device_tower.sh runs this there
 
@@ -45,6 +46,7 @@ from core.training.target import PROBES, TargetTrainConfig, new_probes, save_che
 from core.world import image_sources, mix, photos, scenes
 
 TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
+TRAIN_RANGE = 1_000_000
 
 
 def fine_tower() -> TargetSize:
@@ -75,6 +77,7 @@ class TowerTrainConfig:
     eval_every: int = 250
     heldout: int = 24  # held-out images of every source beyond the world, and world scenes, scored every eval
     continue_tower: bool = False  # start from init's own tower (and probes) instead of a fresh one: more text steps
+    first_image: int = 0  # images of the range to skip: a continued tower learns from images it has not seen
     size: TargetSize = field(default_factory=fine_tower)
 
 
@@ -94,7 +97,7 @@ def with_new_tower(vlm: VisionLanguageModel, size: TargetSize) -> VisionLanguage
 def draw_batch(step: int, cfg: TowerTrainConfig) -> list[scenes.Sample]:
     """The step-th training batch: world scenes (`world_share`) and images beyond the world, every task (and so every
     source) in turn; a pure function of the step."""
-    start = TRAIN_BASE + step * cfg.batch
+    start = TRAIN_BASE + cfg.first_image + step * cfg.batch
     n_world = round(cfg.batch * cfg.world_share)
     own = mix.tasks("world,photos", "photos")
     return (scenes.samples("train", n_world, start=start)
@@ -258,6 +261,9 @@ def config(args) -> TowerTrainConfig:
             raise ValueError(f"--continue-tower trains --init's own tower ({own.vision_depth} blocks x "
                              f"{own.vision_hidden}): leave out --vision-depth and --vision-hidden")
         cfg.size = own  # what the training log records
+    if cfg.first_image + (cfg.steps + 1) * cfg.batch > TRAIN_RANGE:
+        raise ValueError(f"--first-image {cfg.first_image} and {cfg.steps} steps of {cfg.batch} run past the tower's "
+                         f"{TRAIN_RANGE} training images")
     if Path(cfg.out).resolve() == Path(cfg.init).resolve():
         raise ValueError("--out must not be --init: the old tower is what the new one learns from")
     return cfg

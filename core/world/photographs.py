@@ -51,6 +51,12 @@ def _fractal_noise(rng: random.Random, w: int, h: int) -> np.ndarray:
     return out / max(out.max(), 1e-6)
 
 
+def ramp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """[h, w, 3]: colour `a` blended into `b` along `t` [h, w], stretched to run from 0 to 1 over the image."""
+    t = (t - t.min()) / max(np.ptp(t), 1e-6)
+    return a + (b - a) * t[..., None]
+
+
 def procedural(rng: random.Random) -> Image.Image:
     """A photo-like image: a base (gradient, fractal noise, stripes or texture), then blurred blobs and shapes."""
     w, h = random_size(rng)
@@ -59,9 +65,7 @@ def procedural(rng: random.Random) -> Image.Image:
     if base == "gradient":
         angle = rng.uniform(0, np.pi)
         ys, xs = np.mgrid[0:h, 0:w]
-        t = (np.cos(angle) * xs / w + np.sin(angle) * ys / h)
-        t = (t - t.min()) / max(np.ptp(t), 1e-6)
-        pixels = a + (b - a) * t[..., None]
+        pixels = ramp(a, b, np.cos(angle) * xs / w + np.sin(angle) * ys / h)
     elif base == "noise":
         noise = _fractal_noise(rng, w, h)
         pixels = a + (b - a) * noise

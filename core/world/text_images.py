@@ -501,8 +501,7 @@ def _gradient(rng: random.Random, size: tuple[int, int]) -> Image.Image:
         t = xs * math.cos(angle) + ys * math.sin(angle)
     else:
         t = np.hypot(xs - rng.uniform(0, w / max(w, h)), ys - rng.uniform(0, h / max(w, h)))
-    t = (t - t.min()) / max(1e-6, np.ptp(t))
-    return Image.fromarray((a + (b - a) * t[..., None]).clip(0, 255).astype(np.uint8))
+    return Image.fromarray(photographs.ramp(a, b, t).clip(0, 255).astype(np.uint8))
 
 
 def _blob(rng: random.Random, x: float, y: float, r: float, n: int = 12) -> list[tuple[float, float]]:
