@@ -46,7 +46,7 @@ from core.training.target import PROBES, TargetTrainConfig, new_probes, save_che
 from core.world import image_sources, mix, photos, scenes
 
 TRAIN_BASE = 6_000_000  # the tower's own range of training indices (the target's runs use 7-9 million)
-TRAIN_RANGE = 1_000_000
+TRAIN_RANGE = 1_000_000  # its size: the target's indices start where it ends
 
 
 def fine_tower() -> TargetSize:
