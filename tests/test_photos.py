@@ -170,7 +170,7 @@ def test_other_forms_ask_the_same_question_and_a_frozen_tower_stays(tmp_path, ti
     from core.world import mix
 
     image = photos.sample("train", 0, "layout").image
-    forms = {form("What colour is the top left?") for form in mix.FORMS}
+    forms = {form("What colour is the top left?") for form in mix.FORMS.values()}
     assert forms == {"what colour is the top left?", "WHAT COLOUR IS THE TOP LEFT?", "What colour is the top left",
                      "what colour is the top left"}
     assert {photos.reference(image, f) for f in forms} == {photos.reference(image, "What colour is the top left?")}
@@ -190,6 +190,23 @@ def test_other_forms_ask_the_same_question_and_a_frozen_tower_stays(tmp_path, ti
     tower = [k for k in before if ".visual." in k or k.startswith("visual.")]
     assert tower and all(torch.equal(before[k], after[k]) for k in tower)
     assert any(not torch.equal(before[k], after[k]) for k in before if k not in tower)
+
+
+def test_form_weights_draw_one_form_more_often_and_unweighted_draws_replay():
+    """`--form-weights upper:3` draws upper case three times as often as each other form; without weights the draws
+    are the `choice` ones runs recorded before weights existed; a form that does not exist is refused."""
+    import random
+    from collections import Counter
+
+    from core.world import mix
+
+    rng = random.Random(0)
+    upper = Counter(mix.form_drawer("upper:3")(rng) is mix.FORMS["upper"] for _ in range(6000))
+    assert abs(upper[True] / 6000 - 3 / 6) < 0.03
+    drawn, replayed = random.Random(1), random.Random(1)
+    assert all(mix.form_drawer()(drawn) is replayed.choice(list(mix.FORMS.values())) for _ in range(50))
+    with pytest.raises(ValueError, match="title"):
+        mix.form_drawer("title:2")
 
 
 def test_the_task_sampler_weighs_tasks_by_source_and_boost():

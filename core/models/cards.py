@@ -265,10 +265,9 @@ def _distillation(log: dict, directory: Path) -> str:
     how = "greedy" if not distilled["temperature"] else f"sampled at temperature {distilled['temperature']}"
     made, shipped = distilled["target_fingerprint"], _shipped_target_fingerprint()
     then = "" if made == shipped else (
-        f" as it was then (weights fingerprint `{made}`; the shipped target's is `{shipped}`, a later run"
-        + (" that trained its language model alone, the vision tower frozen" if
-           _json(MODELS / "target" / "training_log.json")["config"].get("freeze_vision") else "")
-        + "; this drafter was not retrained for it, and its figures below are measured with the shipped target)")
+        f" as it was then (weights fingerprint `{made}`; the shipped target's is `{shipped}`, from later runs, which "
+        "the target's training_runs.json lists; this drafter was not retrained for them, and its figures below are "
+        "measured with the shipped target)")
     return (f"the target's own {how} answers to {distilled['prompts']} training prompts, up to "
             f"{distilled['max_new_tokens']} tokens (self-distillation; they agree with the ground truth on "
             f"{_f(distilled['agreement_with_ground_truth'])} of them), from `{distilled['target']}`{then}.")

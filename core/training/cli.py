@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="target: the probe heads alone on the frozen model first (for --init without them)")
     train.add_argument("--other-forms", dest="other_forms", type=float,
                        help="target: share of prompts asked in another form (lower / upper case, no closing mark)")
+    train.add_argument("--form-weights", dest="form_weights",
+                       help="target: 'upper:3': that form (lower, upper, bare, lower-bare) drawn 3x as often")
     train.add_argument("--paired", type=float, help="target: share of reading / describing samples followed by their "
                        "image asked the other question")
     train.add_argument("--freeze-vision", dest="freeze_vision", action="store_true", default=None,

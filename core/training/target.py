@@ -1,7 +1,8 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR [--probe-steps N]]
-        [--other-forms P] [--paired P] [--freeze-vision] [--boost TASK:FACTOR,...] [--out DIR]
+        [--other-forms P [--form-weights upper:3,...]] [--paired P] [--freeze-vision] [--boost TASK:FACTOR,...]
+        [--out DIR]
         [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
                                                    # colour layout, text, honest answers
 
@@ -26,6 +27,8 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   two typed in one form), since their wordings differ in a word or two ("What's in the image?" / "What text is in the
   image?");
 - `--other-forms P`: that share of prompts typed another way (lower / upper case, no closing mark), since users do;
+  `--form-weights upper:3` draws one form that many times as often as the others (upper case is a new token sequence
+  for every wording, the one the describe question confuses longest with a reading one);
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
 - `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
   probe heads when they were saved beside it (`probes.safetensors`, not part of the model): fresh heads cost a
@@ -73,7 +76,8 @@ class TargetTrainConfig:
     mix: str = "world"  # "world", or "world,photos": also images beyond the world (core/world/mix.py)
     world_share: float = 0.5  # with photos, the share of each batch that is world scenes
     probe_steps: int = 0  # first the probe heads alone on the frozen model (for a checkpoint without them)
-    other_forms: float = 0.0  # share of prompts asked in another form (mix.other_form: case, closing mark)
+    other_forms: float = 0.0  # share of prompts asked in another form (mix.FORMS: case, closing mark)
+    form_weights: str = ""  # "upper:3": that form drawn three times as often as each other one
     freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
     boost: str = ""  # "photos/read:3,...": a task drawn that many times as often as its chance of a wrong answer says
     by_source: bool = False  # photos tasks weighed per image source ("photos/read@sign"), not over all sources at once
@@ -298,6 +302,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     if not cfg.freeze_vision:  # the probes only shape the tower
         params += list(probes.parameters())
     forms, pairs = random.Random(f"forms/{cfg.seed}"), random.Random(f"pairs/{cfg.seed}")
+    other_form = mix.form_drawer(cfg.form_weights)
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
@@ -318,7 +323,7 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
             batch, tasks = with_partners(batch, tasks, cfg.paired, pairs, index, samplers["photos"].factor)
         # A sample and its partner (which shares its image object) are typed in one form: asked in two, the form
         # itself would tell the two questions apart (run 34: "DESCRIBE THE IMAGE." answered "There is no text.").
-        typed = [forms.choice(mix.FORMS) if forms.random() < cfg.other_forms else None for _ in batch]
+        typed = [other_form(forms) if forms.random() < cfg.other_forms else None for _ in batch]
         first = {}
         typed = [typed[first.setdefault(id(s.image), i)] for i, s in enumerate(batch)]
         batch = [replace(s, prompt=form(s.prompt)) if form else s for s, form in zip(batch, typed)]

@@ -81,7 +81,19 @@ def partner(sample_: scenes.Sample, task: str, split: str, index: int) -> tuple[
 # The same question typed another way (`train target --other-forms`): all lower or upper case, or without its closing
 # mark. A target trained only on the canonical forms answers "describe the image" with nonsense (region agreement 0.12
 # vs 0.73 on the held-out views).
-FORMS = (str.lower, str.upper, lambda p: p.rstrip("?.!"), lambda p: p.lower().rstrip("?.!"))
+FORMS = {"lower": str.lower, "upper": str.upper, "bare": lambda p: p.rstrip("?.!"),
+         "lower-bare": lambda p: p.lower().rstrip("?.!")}
+
+
+def form_drawer(weights: str = ""):
+    """`rng -> form`, each of FORMS drawn alike or, with "upper:3", that one three times as often as each other."""
+    weight = {form: float(w) for form, w in (item.split(":") for item in weights.split(",") if item)}
+    if unknown := set(weight) - set(FORMS):
+        raise ValueError(f"--form-weights: no form {sorted(unknown)}; the forms are {list(FORMS)}")
+    forms = list(FORMS.values())
+    if not weight:  # `choice`, so runs recorded before weights existed replay the same forms
+        return lambda rng: rng.choice(forms)
+    return lambda rng: rng.choices(forms, [weight.get(form, 1.0) for form in FORMS])[0]
 
 
 def samples(split: str, n: int, start: int = 0, mix: str = "world") -> list[scenes.Sample]:
