@@ -201,12 +201,12 @@ def test_form_weights_draw_one_form_more_often_and_unweighted_draws_replay():
     from core.world import mix
 
     rng = random.Random(0)
-    upper = Counter(mix.form_drawer("upper:3")(rng) is mix.FORMS["upper"] for _ in range(6000))
+    upper = Counter(mix.form_drawer({"upper": 3})(rng) is mix.FORMS["upper"] for _ in range(6000))
     assert abs(upper[True] / 6000 - 3 / 6) < 0.03
     drawn, replayed = random.Random(1), random.Random(1)
     assert all(mix.form_drawer()(drawn) is replayed.choice(list(mix.FORMS.values())) for _ in range(50))
     with pytest.raises(ValueError, match="title"):
-        mix.form_drawer("title:2")
+        mix.form_drawer({"title": 2})
 
 
 def test_the_task_sampler_weighs_tasks_by_source_and_boost():

@@ -281,6 +281,11 @@ class TaskSampler:
             self.wrong[task] = 0.9 * self.wrong[task] + 0.1 * wrong
 
 
+def factors(spec: str) -> dict[str, float]:
+    """The syntax of --boost and --form-weights, "photos/read:3,chart:2", as {name: factor}."""
+    return {name: float(factor) for name, factor in (item.rsplit(":", 1) for item in spec.split(",") if item)}
+
+
 def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLanguageModel:
     from core.bench.evaluate import exact_match, on_photos
 
@@ -302,12 +307,12 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     if not cfg.freeze_vision:  # the probes only shape the tower
         params += list(probes.parameters())
     forms, pairs = random.Random(f"forms/{cfg.seed}"), random.Random(f"pairs/{cfg.seed}")
-    other_form = mix.form_drawer(cfg.form_weights)
+    other_form = mix.form_drawer(factors(cfg.form_weights))
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
     # start far more often wrong) does not starve the world's families and make the target forget them.
-    boost = {task: float(factor) for task, factor in (item.rsplit(":", 1) for item in cfg.boost.split(",") if item)}
+    boost = factors(cfg.boost)
     samplers = {source: TaskSampler(mix.tasks(cfg.mix, source, cfg.by_source), seed=cfg.seed, boost=boost)
                 for source in mix.sources(cfg.mix)}
     n_world = cfg.batch if len(samplers) == 1 else round(cfg.batch * cfg.world_share)

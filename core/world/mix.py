@@ -85,9 +85,9 @@ FORMS = {"lower": str.lower, "upper": str.upper, "bare": lambda p: p.rstrip("?.!
          "lower-bare": lambda p: p.lower().rstrip("?.!")}
 
 
-def form_drawer(weights: str = ""):
-    """`rng -> form`, each of FORMS drawn alike or, with "upper:3", that one three times as often as each other."""
-    weight = {form: float(w) for form, w in (item.split(":") for item in weights.split(",") if item)}
+def form_drawer(weight: dict[str, float] | None = None):
+    """`rng -> form`, each of FORMS drawn alike or, with {"upper": 3}, that one three times as often as each other."""
+    weight = weight or {}
     if unknown := set(weight) - set(FORMS):
         raise ValueError(f"--form-weights: no form {sorted(unknown)}; the forms are {list(FORMS)}")
     forms = list(FORMS.values())
