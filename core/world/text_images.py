@@ -11,7 +11,8 @@ Sources, each drawn at a random size and aspect ratio:
   slide       a title and bullets on a plain or gradient background
   sign        a plate with a few words pasted into a photograph, tilted
   label       one to three short lines of dark text, level, on a plain light page, often in capitals and in the
-              world's own font: what a world OCR scene looks like, but never the world's words
+              world's own font: what a world OCR scene looks like, but never the world's words; a third of them
+              a door plate's lines instead (a capitalised name with a code: "Vemar B4", "Kalo 12") in any font
   drawing     no text: sketch-like strokes, outlines, hatching, grids and shapes that are not the world's, on white or
               paper, so that "a light image with dark marks" does not mean a world scene or text
   illustration  no text: a digital artwork's figure (blobs, eyes, scales, whiskers, a photograph cut out) on a
@@ -417,17 +418,35 @@ def _label_line(rng: random.Random) -> str:
             return text
 
 
+def _plate_line(rng: random.Random) -> str:
+    """A line of a door plate or shop sign: a capitalised made-up name, most with a code, number or share beside it
+    ("Vemar B4", "Kalo 12", "Stomi 3F"), no world OCR answer and no word of the held-out NOTICE_WORDS."""
+    held_out = {w.upper() for notice in NOTICE_WORDS for w in notice.split()}
+    while True:
+        name = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 3)))
+        name = name.upper() if rng.random() < 0.25 else name.capitalize()
+        letter, number = rng.choice(string.ascii_uppercase), rng.randint(1, 99)
+        code = rng.choice(("", f"{letter}{number}", str(number), f"{number % 10}{letter}", f"{number}%",
+                           f"No. {number}"))
+        text = f"{code} {name}" if code and rng.random() < 0.2 else f"{name} {code}".strip()
+        if not held_out & set(text.upper().split()) and not scenes.is_ocr_answer(name.upper()):
+            return text
+
+
 def label(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
-    """A notice, a label or a caption: dark, level lines on a plain light page, half of them in Pillow's own font, the
-    one the world's OCR scenes are drawn in. Target run 23 read short capitals like these as a world word (`CLOUD`
-    for "OPEN 24 HOURS"), which the world's scenes alone cannot unteach."""
+    """A notice, a label or a caption: dark, level lines on a plain light page, a third of them in Pillow's own font,
+    the one the world's OCR scenes are drawn in. Target run 23 read short capitals like these as a world word
+    (`CLOUD` for "OPEN 24 HOURS"), which the world's scenes alone cannot unteach; targets on tower 37 read a door
+    plate's mixed case with a digit ("Gate B4" in DejaVu Sans) as `WINDOW`: a third of labels are such lines, in any
+    font."""
     w, h = _size(rng, 96, 900)
     page = paper(rng, (w, h)) if rng.random() < 0.5 else Image.new("RGB", (w, h), (rng.randint(225, 255),) * 3)
     canvas = Canvas(page)
-    lines = [_label_line(rng) for _ in range(rng.choice((1, 1, 1, 2, 2, 3)))]
+    plate_lines = rng.random() < 1 / 3
+    lines = [(_plate_line if plate_lines else _label_line)(rng) for _ in range(rng.choice((1, 1, 1, 2, 2, 3)))]
     high = max(9, int(min(h / (1.5 * len(lines)), 1.8 * w / max(len(t) for t in lines))))
     size = rng.randint(max(8, high // 3), high)
-    face = ImageFont.load_default(size=size) if rng.random() < 0.5 else font(rng, size)
+    face = ImageFont.load_default(size=size) if not plate_lines and rng.random() < 0.5 else font(rng, size)
     text, spacing = "\n".join(lines), size // 3
     box = canvas.draw.multiline_textbbox((0, 0), text, font=face, spacing=spacing)
     if box[2] - box[0] > w or box[3] - box[1] > h:  # too long for the page: Pillow's font at the size that fits
