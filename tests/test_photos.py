@@ -192,6 +192,27 @@ def test_other_forms_ask_the_same_question_and_a_frozen_tower_stays(tmp_path, ti
     assert any(not torch.equal(before[k], after[k]) for k in before if k not in tower)
 
 
+def test_a_frozen_language_model_teaches_the_tower_alone(tmp_path, tiny_target_dir):
+    """`--freeze-language` trains the tower through the language model's answers: the language model's weights come
+    out bit-identical, the tower's do not; both frozen is refused."""
+    import torch
+    from safetensors.torch import load_file
+
+    from core.training import target
+
+    out = tmp_path / "tower-only"
+    target.train(target.TargetTrainConfig(steps=2, batch=12, warmup=1, init=str(tiny_target_dir), out=str(out),
+                                          eval_every=100, eval_n=2, mix="world,photos", freeze_language=True))
+    before, after = load_file(tiny_target_dir / "model.safetensors"), load_file(out / "model.safetensors")
+    tower = [k for k in before if ".visual." in k or k.startswith("visual.")]
+    assert tower and len(tower) < len(before)
+    assert all(torch.equal(before[k], after[k]) for k in before if k not in tower)
+    assert any(not torch.equal(before[k], after[k]) for k in tower)
+    with pytest.raises(ValueError, match="nothing to train"):
+        target.train(target.TargetTrainConfig(steps=1, init=str(tiny_target_dir), out=str(tmp_path / "none"),
+                                              freeze_vision=True, freeze_language=True))
+
+
 def test_form_weights_draw_one_form_more_often_and_unweighted_draws_replay():
     """`--form-weights upper:3` draws upper case three times as often as each other form; without weights the draws
     are the `choice` ones runs recorded before weights existed; a form that does not exist is refused."""

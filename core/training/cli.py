@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "image asked the other question")
     train.add_argument("--freeze-vision", dest="freeze_vision", action="store_true", default=None,
                        help="target: train the language model only (drafters reading the tower keep their inputs)")
+    train.add_argument("--freeze-language", dest="freeze_language", action="store_true", default=None,
+                       help="target: train the vision tower only, through the frozen language model's answers")
     train.add_argument("--text-weight", dest="text_weight", type=float,
                        help="target: weight of the region probe's text loss (which regions, whether any, hold text)")
     train.add_argument("--patch-text-weight", dest="patch_text_weight", type=float,

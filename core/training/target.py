@@ -1,8 +1,8 @@
 """Train the embedded target VLM (Qwen2.5-VL architecture, from scratch) on the procedural world.
 
     python -m core train target [--steps N] [--batch B] [--lr LR] [--vision-steps N] [--init DIR [--probe-steps N]]
-        [--other-forms P [--form-weights upper:3,...]] [--paired P] [--freeze-vision] [--boost TASK:FACTOR,...]
-        [--out DIR]
+        [--other-forms P [--form-weights upper:3,...]] [--paired P] [--freeze-vision | --freeze-language]
+        [--boost TASK:FACTOR,...] [--out DIR]
         [--mix world,photos [--world-share 0.5]]   # also images beyond the world (core/world/mix.py): any image's
                                                    # colour layout, text, honest answers
 
@@ -30,6 +30,9 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
   `--form-weights upper:3` draws one form that many times as often as the others (upper case is a new token sequence
   for every wording, the one the describe question confuses longest with a reading one);
   `--freeze-vision` trains the language model alone, so drafters that read the tower (MASSV) keep their inputs;
+  `--freeze-language` trains the tower alone (and the probes beside it) through the language model's own answers:
+  its tokens move toward what this language model already answers right, where a tower leg (tower.py) moves them
+  toward its probes' facts and leaves the language model to learn them again;
 - `--init` continues a checkpoint (the shipped target is several such runs: docs/models.md), and its
   probe heads when they were saved beside it (`probes.safetensors`, not part of the model): fresh heads cost a
   continued run ~100 steps of large vision losses that disturb what the tower had learned.
@@ -79,6 +82,7 @@ class TargetTrainConfig:
     other_forms: float = 0.0  # share of prompts asked in another form (mix.FORMS: case, closing mark)
     form_weights: str = ""  # "upper:3": that form drawn three times as often as each other one
     freeze_vision: bool = False  # train the language model only: the drafters reading the tower stay valid
+    freeze_language: bool = False  # train the tower only, through the frozen language model's answers
     boost: str = ""  # "photos/read:3,...": a task drawn that many times as often as its chance of a wrong answer says
     by_source: bool = False  # photos tasks weighed per image source ("photos/read@sign"), not over all sources at once
     paired: float = 0.0  # share of reading / describing samples followed by their image asked the other (mix.partner)
@@ -289,6 +293,8 @@ def factors(spec: str) -> dict[str, float]:
 def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLanguageModel:
     from core.bench.evaluate import exact_match, on_photos
 
+    if cfg.freeze_vision and cfg.freeze_language:
+        raise ValueError("--freeze-vision and --freeze-language together leave nothing to train")
     torch.manual_seed(cfg.seed)
     # A checkpoint of another image side (runs 1-15: 96x96, 16-pixel patches) continues as one of `size`'s; one of
     # the same side keeps its own tower (a new one from core/training/tower.py).
@@ -303,6 +309,9 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     pretrain_vision(vlm, probes, cfg)
     if cfg.freeze_vision:
         model.model.visual.requires_grad_(False)
+    if cfg.freeze_language:
+        model.requires_grad_(False)
+        model.model.visual.requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
     if not cfg.freeze_vision:  # the probes only shape the tower
         params += list(probes.parameters())
