@@ -60,11 +60,16 @@ def font(rng: random.Random, size: int, monospace: bool = False) -> ImageFont.Fr
     return ImageFont.load_default(size=size)
 
 
+def made_up(rng: random.Random, most: int) -> str:
+    """A made-up word of one to `most` syllables."""
+    return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, most)))
+
+
 def word(rng: random.Random) -> str:
     """A word of any shape: made-up syllables, letters, a number, a price, a date or a code-like token, in any case."""
     kind = rng.random()
     if kind < 0.45:
-        text = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4)))
+        text = made_up(rng, 4)
     elif kind < 0.6:
         text = "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(1, 9)))
     elif kind < 0.75:
@@ -422,7 +427,7 @@ def _plate_line(rng: random.Random) -> str:
     """A line of a door plate or shop sign: a capitalised made-up name, most with a code, number or share beside it
     ("Vemar B4", "Kalo 12", "Stomi 3F"), no world OCR answer and no word of the held-out NOTICE_WORDS."""
     while True:
-        name = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 3)))
+        name = made_up(rng, 3)
         name = name.upper() if rng.random() < 0.25 else name.capitalize()
         letter, number = rng.choice(string.ascii_uppercase), rng.randint(1, 99)
         code = rng.choice(("", f"{letter}{number}", str(number), f"{number % 10}{letter}", f"{number}%",
