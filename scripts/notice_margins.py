@@ -18,6 +18,7 @@ import torch
 from PIL import Image
 
 from core.models.vlm import VisionLanguageModel
+from core.training.training_data import TrainingData, from_folder
 
 THRESHOLDS = (0.5, 0.7, 0.9)
 
@@ -32,12 +33,11 @@ def first_token_probability(vlm: VisionLanguageModel, image: Image.Image, prompt
     return float(logits.softmax(-1)[token_id])
 
 
-def margins(model: str, folder: Path) -> dict:
+def margins(model: str, images: TrainingData) -> dict:
     vlm = VisionLanguageModel.from_pretrained(model)
     there = vlm.tokenizer.convert_tokens_to_ids("There")
-    rows = [json.loads(line) for line in (folder / "metadata.jsonl").read_text().splitlines() if line.strip()]
-    p = {row["file_name"]: first_token_probability(vlm, Image.open(folder / row["file_name"]).convert("RGB"),
-                                                   row["prompt"], there) for row in rows}
+    p = {example.image["file_name"]: first_token_probability(vlm, sample.image, sample.prompt, there)
+         for example, sample in zip(images.examples, images)}
     values = torch.tensor(list(p.values()))
     return {
         "model": model,
@@ -54,7 +54,8 @@ def main() -> None:
     parser.add_argument("--models", required=True, help="comma-separated checkpoints")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
-    results = [margins(model, args.images) for model in args.models.split(",")]
+    images = from_folder(args.images)  # eval-target --images's reader: the same checks, the same prompts
+    results = [margins(model, images) for model in args.models.split(",")]
     for r in results:
         least = ", ".join(f"{name} {p:.2f}" for name, p in r["least_sure"][:3])
         print(f"{r['model']}: P(There) mean {r['mean']:.3f}, below 0.5 / 0.7 / 0.9: "
