@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+import torch
 
 from core.decoding.engine import SpeculativeEngine
 from core.drafters.dream import DreamDrafter
@@ -236,6 +237,19 @@ def test_world_sets_keep_their_rows_metadata_and_reuse(tmp_path, tiny_target_dir
     assert load_or_make(str(path), tiny_target, replace(cfg, target="/a/clone/elsewhere")) == made  # same weights
     assert load_or_make(str(path), tiny_target, replace(cfg, max_new_tokens=5)) == "generated"
     assert load_or_make(str(path), tiny_target, cfg, training_data.from_folder(folder)) == "generated"
+
+
+def test_a_target_trained_in_one_part_alone_gets_a_new_fingerprint(tiny_target_dir, tiny_target):
+    """A tower-only run (`train target --freeze-language`) leaves the token embeddings as they were; its answers
+    differ, so a set the earlier target made must not be reused for it, nor a drafter card call it the same target."""
+    again = VisionLanguageModel.from_pretrained(tiny_target_dir)
+    assert self_distill.fingerprint(again) == self_distill.fingerprint(tiny_target)
+    for part in ("visual", "language_model"):
+        changed = VisionLanguageModel.from_pretrained(tiny_target_dir)
+        name, weight = next((n, w) for n, w in changed.model.named_parameters() if part in n and w.dim() == 2)
+        with torch.no_grad():
+            weight.add_(1e-3)
+        assert self_distill.fingerprint(changed) != self_distill.fingerprint(tiny_target), name
 
 
 def test_a_larger_world_set_gives_its_first_prompts_in_whole_batches(tmp_path, tiny_target, monkeypatch):

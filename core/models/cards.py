@@ -316,7 +316,7 @@ def _target_runs(runs: dict) -> str:
     total = sum(r.get("seconds") or 0 for r in runs["runs"])
     return (f"{runs['note']}\n\n| run | command | time |\n|---|---|---|\n" + "\n".join(rows) +
             f"\n\n{len(runs['runs'])} runs, {_minutes(total)} in all (training_runs.json: each run's config and "
-            "evaluations; training_log.json: the last run's full log).")
+            "evaluations; training_log.json: the last training run's full log).")
 
 
 def _reduction(recipe: dict) -> str:

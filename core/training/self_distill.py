@@ -126,11 +126,21 @@ def source_metadata(examples: TrainingData | None, prompts: int) -> dict:
     return {"source": examples.source, "source_fingerprint": hashlib.sha256(used.encode()).hexdigest()[:16]}
 
 
+FINGERPRINT_SAMPLES = 4096
+
+
 def fingerprint(target: VisionLanguageModel) -> str:
-    """Identifies the target's weights (a retrained model at the same path gets a new one); hashing the token
-    embeddings is enough, since training moves them, and is cheap even for hub-sized models."""
-    weights = target.model.get_input_embeddings().weight.detach().float().cpu().contiguous()
-    return hashlib.sha256(weights.numpy().tobytes()).hexdigest()[:16]
+    """Identifies the target's weights (a retrained model at the same path gets a new one): every tensor's name and
+    an evenly strided sample of its values, so a run that trains one part alone (the tower, `train target
+    --freeze-language`, leaves the token embeddings as they were) gets a new one too, at a cost that stays small for
+    hub-sized models."""
+    digest = hashlib.sha256()
+    for name, tensor in target.model.state_dict().items():
+        flat = tensor.detach().reshape(-1)
+        sample = flat[::max(1, flat.numel() // FINGERPRINT_SAMPLES)].float().cpu().contiguous()
+        digest.update(name.encode())
+        digest.update(sample.numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def training_samples(dataset: dict) -> Sequence[scenes.Sample]:
