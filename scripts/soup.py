@@ -1,6 +1,9 @@
-"""A checkpoint whose weights are a weighted mean of two checkpoints of one architecture. An experiment, not the app.
+"""A checkpoint whose weights are a weighted mean of two checkpoints of one architecture.
 
-    python scripts/soup.py --a assets/models/target --b runs/target-50 --weight 0.5 --out runs/target-58
+Not part of the app: the shipped target, run 60, is run 25 and run 50 averaged by it (RUNk: run k's output
+directory).
+
+    python scripts/soup.py --a RUN25 --b RUN50 --weight 0.4 --out runs/target-60
 
 Every tensor of the result is (1 - weight) x a's + weight x b's, computed in float32 and stored in b's dtype; the other
 files (config, tokenizer, logs) are b's. Two targets that share a language model and differ in their towers (a
