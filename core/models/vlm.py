@@ -29,6 +29,7 @@ from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl
 from transformers.models.qwen2_vl import modeling_qwen2_vl
 
 from core.models.loading import LoadOptions
+from core.models.packed_linear import pack
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class VLMFamily:
     apply_rotary: Callable  # (q, k, cos, sin) -> (q, k): the family's rotary embedding of the text layers
     image_token: str = "<|image_pad|>"
     video_token: str = "<|video_pad|>"
+    packed_on_cpu: tuple[str, ...] = ("model.visual.merger.mlp.0",)  # core/models/packed_linear.py
 
 
 # The PIL image processor: the default one needs torchvision, which CPU installs here do not have.
@@ -73,6 +75,8 @@ class VisionLanguageModel:
             )
         self.family = family
         self.model = model.eval()
+        for path in family.packed_on_cpu:
+            pack(model, path)
         self.tokenizer = tokenizer
         self.image_processor = image_processor
         self.image_token_id = tokenizer.convert_tokens_to_ids(family.image_token)
