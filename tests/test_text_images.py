@@ -121,3 +121,21 @@ def test_notices_are_a_folder_eval_target_reads_as_text_to_read(tmp_path):
     examples = from_folder(str(tmp_path))
     assert len(examples.examples) == len(names)
     assert all(examples[i].holds_text and examples[i].prompt == "What is written here?" for i in range(len(names)))
+
+
+def test_charts_are_a_folder_eval_target_reads_half_to_read_half_to_describe(tmp_path):
+    """`--charts DIR`: the same fixed charts every time, every kind in turn, each marked as holding text; its title's
+    dark ink is there on every one, and both prompts ask of every kind."""
+    from core.training.training_data import from_folder
+
+    drawn = text_images.charts(20)
+    assert [name.split("-", 1)[1] for name, _ in drawn[:5]] == [k.replace(" ", "-") for k in text_images.CHART_KINDS]
+    assert drawn[7][1].tobytes() == text_images.charts(8)[7][1].tobytes()
+    for _, image in drawn:
+        title = np.asarray(image.convert("L"))[:12]  # above the plot and any pie label
+        assert (title < 100).any()
+    assert text_images.write_charts(str(tmp_path), 20) == 20
+    examples = from_folder(str(tmp_path))
+    asked = {(example.image["file_name"].split("-", 1)[1], example.prompt) for example in examples.examples}
+    assert all(examples[i].holds_text for i in range(20))
+    assert len(asked) == 2 * len(text_images.CHART_KINDS)

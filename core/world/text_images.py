@@ -26,6 +26,8 @@ Pillow's own; the same (split, index) draws the same sample on a machine with th
     python -m core.world.text_images                    # writes a few of each source to /tmp/text_*.png
     python -m core.world.text_images --notices DIR      # real words of signs, level on a light page, in three
                                                         # faces, with a metadata.jsonl for eval-target --images
+    python -m core.world.text_images --charts DIR       # bar, line, dot and pie charts with a title, ticks and
+                                                        # labels, the same way
 """
 
 from __future__ import annotations
@@ -642,16 +644,93 @@ def notices(n: int = 60) -> list[tuple[str, Image.Image]]:
 def write_notices(folder: str, n: int = 60) -> int:
     """The notices as PNG files and a metadata.jsonl that asks each to be read and says it holds text: a folder for
     `python -m core eval-target --images DIR` (its never-inventing figures)."""
+    return write_folder(folder, [(name, image, "What is written here?") for name, image in notices(n)])
+
+
+def write_folder(folder: str, asked: list[tuple[str, Image.Image, str]]) -> int:
+    """(name, image, prompt) triples, every image holding text, as PNG files and the metadata.jsonl eval-target reads."""
     from core.training.training_data import METADATA_FILE  # the reader's name for it; training builds on the world
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name, image in notices(n):
+    for name, image, prompt in asked:
         image.save(out / f"{name}.png")
-        rows.append({"file_name": f"{name}.png", "prompt": "What is written here?", "has_text": True})
+        rows.append({"file_name": f"{name}.png", "prompt": prompt, "has_text": True})
     (out / METADATA_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
     return len(rows)
+
+
+# Charts: the figures users upload most after documents and screenshots. Their text is small and sparse (a title, tick
+# numbers, category labels) beside large areas of plain colour: bars and wedges look like the world's shapes.
+CHART_KINDS = ("bars", "outlined bars", "line", "dots", "pie")
+CHART_TITLES = ("Revenue", "Sales by region", "Monthly users", "Temperature", "Share of votes", "Costs 2024",
+                "Visitors per day", "Growth rate", "Orders", "Energy use")
+CHART_CATEGORIES = (("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul"), ("Q1", "Q2", "Q3", "Q4"),
+                    ("North", "South", "East", "West"), ("2019", "2020", "2021", "2022", "2023", "2024"))
+
+
+def chart(rng: random.Random, kind: str, face: str | None) -> Image.Image:
+    """One chart of `kind` with a title, category labels and (but for a pie) tick numbers on a y axis."""
+    w, h = rng.randint(260, 520), rng.randint(200, 400)
+    page = tuple(rng.randint(235, 255) for _ in range(3))
+    ink = tuple(rng.randint(0, 70) for _ in range(3))
+    size = rng.randint(11, 20)
+    type_face = ImageFont.load_default(size=size) if face is None else ImageFont.truetype(face, size)
+    image = Image.new("RGB", (w, h), page)
+    draw = ImageDraw.Draw(image)
+    draw.text((w // 2, 4), rng.choice(CHART_TITLES), font=type_face, fill=ink, anchor="ma")
+    labels = rng.choice(CHART_CATEGORIES)
+    colours = [tuple(rng.randint(0, 220) for _ in range(3)) for _ in labels]
+    if kind == "pie":
+        box = (w // 2 - h // 3, h // 2 - h // 3 + 8, w // 2 + h // 3, h // 2 + h // 3 + 8)
+        start = 0.0
+        for label, colour, share in zip(labels, colours, np.random.default_rng(rng.randrange(1 << 30)).dirichlet(
+                np.ones(len(labels)))):
+            end = start + 360 * float(share)
+            draw.pieslice(box, start, end, fill=colour)
+            middle = math.radians((start + end) / 2)
+            draw.text((w // 2 + math.cos(middle) * h * 0.42, h // 2 + 8 + math.sin(middle) * h * 0.42), label,
+                      font=type_face, fill=ink, anchor="mm")
+            start = end
+        return image
+    left, top, right, bottom = 4 + 3 * size, 12 + size, w - 10, h - 8 - size
+    draw.line([(left, top), (left, bottom), (right, bottom)], fill=ink, width=1)
+    tick_step = rng.choice((5, 10, 20, 25, 100))
+    for tick in range(5):
+        y = bottom - tick * (bottom - top) // 5
+        draw.text((left - 4, y), str(tick * tick_step), font=type_face, fill=ink, anchor="rm")
+    step = (right - left) / len(labels)
+    heights = [rng.uniform(0.1, 0.95) * (bottom - top) for _ in labels]
+    points = [(left + step * (i + 0.5), bottom - height) for i, height in enumerate(heights)]
+    for i, (label, (x, y)) in enumerate(zip(labels, points)):
+        draw.text((x, bottom + 3), label, font=type_face, fill=ink, anchor="ma")
+        if kind in ("bars", "outlined bars"):
+            bar = (x - step * 0.3, y, x + step * 0.3, bottom)
+            draw.rectangle(bar, fill=colours[0] if kind == "bars" else None, outline=colours[0], width=2)
+        else:
+            draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=colours[0])
+    if kind == "line":
+        draw.line(points, fill=colours[0], width=2)
+    return image
+
+
+def charts(n: int = 120) -> list[tuple[str, Image.Image]]:
+    """n charts, CHART_KINDS in turn, in Pillow's font and NOTICE_FACES by turns: (name, image) pairs, a fixed set
+    drawn by no training generator."""
+    faces = [None] + sorted(f for f in image_sources.fonts() if Path(f).name in NOTICE_FACES)
+    rng = random.Random("charts")
+    out = []
+    for i in range(n):
+        kind, face = CHART_KINDS[i % len(CHART_KINDS)], faces[i // len(CHART_KINDS) % len(faces)]
+        out.append((f"{i:03d}-{kind.replace(' ', '-')}", chart(rng, kind, face)))
+    return out
+
+
+def write_charts(folder: str, n: int = 120) -> int:
+    """The charts, every kind asked to be read and to be described by turns, as a folder like `write_notices`'."""
+    return write_folder(folder, [(name, image, "What is written here?" if i // len(CHART_KINDS) % 2 == 0
+                                  else "Describe the image.") for i, (name, image) in enumerate(charts(n))])
 
 
 if __name__ == "__main__":
@@ -659,9 +738,13 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--notices", metavar="DIR", help="write the notices and their metadata.jsonl to DIR")
+    parser.add_argument("--charts", metavar="DIR", help="write the charts and their metadata.jsonl to DIR")
     args = parser.parse_args()
-    if args.notices:
-        print(f"{write_notices(args.notices)} notices in {args.notices}")
+    if args.notices or args.charts:
+        if args.notices:
+            print(f"{write_notices(args.notices)} notices in {args.notices}")
+        if args.charts:
+            print(f"{write_charts(args.charts)} charts in {args.charts}")
     else:
         for source in SOURCES:
             for i in range(3):
