@@ -18,6 +18,13 @@ import torch
 
 
 class PackedLinear(torch.nn.Linear):
+    @classmethod
+    def sharing(cls, linear: torch.nn.Linear) -> PackedLinear:
+        """A PackedLinear over `linear`'s own parameters (no copy)."""
+        packed = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+        packed.weight, packed.bias = linear.weight, linear.bias
+        return packed
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() != 2:
             return super().forward(x)
@@ -42,16 +49,13 @@ def pack(model: torch.nn.Module, path: str) -> None:
     if (type(linear) is not torch.nn.Linear or linear.weight.device.type != "cpu"
             or linear.weight.dtype != torch.float32 or not torch.backends.mkldnn.is_available()):
         return
-    packed = PackedLinear(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
-    packed.weight, packed.bias = linear.weight, linear.bias
-    model.set_submodule(path, packed)
+    model.set_submodule(path, PackedLinear.sharing(linear))
 
 
 if __name__ == "__main__":
     torch.set_num_threads(2)
     dense = torch.nn.Linear(4096, 4096)
-    packed = PackedLinear(4096, 4096, device="meta")
-    packed.weight, packed.bias = dense.weight, dense.bias
+    packed = PackedLinear.sharing(dense)
     x = torch.randn(9, 4096)
     with torch.no_grad():
         for name, layer in (("nn.Linear", dense), ("PackedLinear", packed)):

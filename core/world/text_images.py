@@ -622,10 +622,19 @@ NOTICE_TOKENS = frozenset(w.upper() for notice in NOTICE_WORDS for w in notice.s
 NOTICE_FACES = ("DejaVuSans.ttf", "LiberationSans-Regular.ttf")  # beside Pillow's own, where installed
 
 
+def notice_faces() -> list[str | None]:
+    """Pillow's own font (None) and the installed NOTICE_FACES: the faces of the fixed evaluation sets."""
+    return [None] + sorted(f for f in image_sources.fonts() if Path(f).name in NOTICE_FACES)
+
+
+def face_at(face: str | None, size: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.load_default(size=size) if face is None else ImageFont.truetype(face, size)
+
+
 def notices(n: int = 60) -> list[tuple[str, Image.Image]]:
     """n notices of one to three NOTICE_WORDS, dark, level and centred on a light page, each drawn in Pillow's font
     (the world's) and in NOTICE_FACES: (name, image) pairs, a fixed set drawn by no training generator."""
-    faces = [None] + sorted(f for f in image_sources.fonts() if Path(f).name in NOTICE_FACES)
+    faces = notice_faces()
     rng = random.Random("notices")
     out = []
     for i in range(n):
@@ -635,7 +644,7 @@ def notices(n: int = 60) -> list[tuple[str, Image.Image]]:
         page, ink = tuple(rng.randint(225, 255) for _ in range(3)), tuple(rng.randint(0, 80) for _ in range(3))
         for face in faces:
             image = Image.new("RGB", (w, h), page)
-            drawn = ImageFont.load_default(size=size) if face is None else ImageFont.truetype(face, size)
+            drawn = face_at(face, size)
             ImageDraw.Draw(image).text((w // 2, h // 2), text, font=drawn, fill=ink, anchor="mm")
             out.append((f"{i:03d}-{Path(face).stem if face else 'pillow'}", image))
     return out
@@ -676,7 +685,7 @@ def chart(rng: random.Random, kind: str, face: str | None) -> Image.Image:
     page = tuple(rng.randint(235, 255) for _ in range(3))
     ink = tuple(rng.randint(0, 70) for _ in range(3))
     size = rng.randint(11, 20)
-    type_face = ImageFont.load_default(size=size) if face is None else ImageFont.truetype(face, size)
+    type_face = face_at(face, size)
     image = Image.new("RGB", (w, h), page)
     draw = ImageDraw.Draw(image)
     draw.text((w // 2, 4), rng.choice(CHART_TITLES), font=type_face, fill=ink, anchor="ma")
@@ -718,7 +727,7 @@ def chart(rng: random.Random, kind: str, face: str | None) -> Image.Image:
 def charts(n: int = 120) -> list[tuple[str, Image.Image]]:
     """n charts, CHART_KINDS in turn, in Pillow's font and NOTICE_FACES by turns: (name, image) pairs, a fixed set
     drawn by no training generator."""
-    faces = [None] + sorted(f for f in image_sources.fonts() if Path(f).name in NOTICE_FACES)
+    faces = notice_faces()
     rng = random.Random("charts")
     out = []
     for i in range(n):
