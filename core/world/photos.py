@@ -40,7 +40,7 @@ from core.world.describe import answers
 from core.world.scenes import POSITIONS, SPLITS, Sample
 
 SOURCES = ("procedural", "text", "photo", "collage", "wallpaper", "document", "screenshot", "slide", "sign", "label",
-           "drawing", "illustration")
+           "drawing", "illustration", "chart")
 TASKS = ("layout", "region", "colours", "brightest", "read", "unknown")
 NO_TEXT = "There is no text."
 CANNOT_READ = "There is text here, but I cannot read it."

@@ -17,6 +17,9 @@ Sources, each drawn at a random size and aspect ratio:
               paper, so that "a light image with dark marks" does not mean a world scene or text
   illustration  no text: a digital artwork's figure (blobs, eyes, scales, whiskers, a photograph cut out) on a
               gradient or dark backdrop, so that "a small busy shape on a smooth ground" does not mean text
+  chart       bars (grouped, stacked, horizontal), lines, an area, dots, a pie or a donut, with a title, ticks,
+              category labels and sometimes a legend, in any font, light or dark: small, sparse text beside large
+              areas of plain colour, which without it look to the target like a world scene
 
 Every generator returns (image, mask): the mask is white where ink of text was drawn, so `text_regions` can say which
 of the 3x3 regions of the square the model sees hold text (measured on a 96x96 copy). Fonts are the TrueType /
@@ -43,8 +46,8 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from core.world import image_sources, photographs, scenes
 
-SOURCES = ("text", "document", "screenshot", "slide", "sign", "label", "drawing", "illustration")
-WITH_TEXT = ("text", "document", "screenshot", "slide", "sign", "label")
+SOURCES = ("text", "document", "screenshot", "slide", "sign", "label", "drawing", "illustration", "chart")
+WITH_TEXT = ("text", "document", "screenshot", "slide", "sign", "label", "chart")
 SYLLABLES = ("ka", "lo", "mi", "ten", "ar", "sto", "ve", "ri", "nu", "pe", "dor", "an", "is", "qu", "el", "bra",
              "on", "ex", "ti", "ul", "mar", "gen", "sa", "fi", "wo", "th", "ch", "ing", "er", "pro", "con", "ment")
 PUNCTUATION = ".,:;!?-/()&%$#@'\""
@@ -592,8 +595,133 @@ def illustration(rng: random.Random, split: str) -> tuple[Image.Image, Image.Ima
     return canvas.image, canvas.mask
 
 
+FIGURE_KINDS = ("bars", "stacked bars", "horizontal bars", "lines", "area", "dots", "pie", "donut")
+
+
+def _tick(value: float) -> str:
+    return f"{value:g}" if abs(value) < 1e4 else f"{value / 1000:g}k"
+
+
+def figure(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
+    """A chart: bars (grouped, stacked or horizontal), lines, an area, dots, a pie or a donut, with a title, ticks,
+    category labels and sometimes a legend, axis titles and value labels, in any font; light, dark or tinted."""
+    w, h = _size(rng, 160, 1000)
+    w = max(w, h * 3 // 4)  # a chart is rarely much taller than wide
+    theme = rng.random()
+    page = (paper(rng, (w, h)) if theme < 0.6 else Image.new("RGB", (w, h), (rng.randint(15, 60),) * 3)
+            if theme < 0.8 else Image.new("RGB", (w, h), tuple(rng.randint(200, 255) for _ in range(3))))
+    canvas = Canvas(page)
+    behind = canvas.behind((0, 0, w, h))
+    ink = (tuple(rng.randint(0, 80) for _ in range(3)) if behind > 127
+           else tuple(rng.randint(190, 255) for _ in range(3)))
+    size = max(7, int(h / rng.uniform(12, 28)))
+    face, small = font(rng, size), font(rng, max(7, int(size * rng.uniform(0.7, 1.0))))
+    kind = rng.choice(FIGURE_KINDS)
+    series = rng.choice((1, 1, 2, 3)) if kind in ("bars", "stacked bars", "horizontal bars", "lines", "dots") else 1
+    categories = [word(rng)[:rng.randint(2, 10)] for _ in range(rng.randint(3, 8))]
+    colours = [photographs.random_colour(rng) for _ in range(max(series, len(categories)))]
+    top = margin = size // 2 + 2
+    if rng.random() < 0.85:
+        title = line(rng, rng.randint(4, 32))
+        while face.getlength(title) > w - 2 * margin and len(title) > 3:
+            title = title[:-1].rstrip()
+        top = canvas.text((w // 2, margin), title, face, ink, anchor="ma")[3] + size // 2
+    legend = series > 1 or (kind in ("pie", "donut") and rng.random() < 0.5)
+    right = w - margin
+    if legend:  # swatches and names down the right edge
+        names = [word(rng)[:10] for _ in range(series)] if series > 1 else categories
+        right = int(w * rng.uniform(0.7, 0.8))
+        for i, name in enumerate(names):
+            y = top + i * int(size * 1.4)
+            canvas.draw.rectangle((right + 6, y, right + 6 + size * 0.8, y + size * 0.8), fill=colours[i])
+            canvas.text((right + 10 + size, y), name, small, ink)
+    if kind in ("pie", "donut"):
+        r = min(right - margin, h - top - margin) // 2 - (0 if legend else size * 2)
+        cx, cy = (margin + right) // 2, (top + h - margin) // 2
+        shares = np.random.default_rng(rng.randrange(1 << 30)).dirichlet(np.ones(len(categories)))
+        start = rng.uniform(0, 360)
+        for i, share in enumerate(shares):
+            end = start + 360 * float(share)
+            canvas.draw.pieslice((cx - r, cy - r, cx + r, cy + r), start, end, fill=colours[i],
+                                 outline=page.getpixel((0, 0)) if rng.random() < 0.5 else None)
+            middle = math.radians((start + end) / 2)
+            if not legend:
+                canvas.text((cx + math.cos(middle) * (r + size * 1.5), cy + math.sin(middle) * (r + size * 1.5)),
+                            categories[i], small, ink, anchor="mm")
+            if share > 0.08 and rng.random() < 0.6:
+                canvas.text((cx + math.cos(middle) * r * 0.7, cy + math.sin(middle) * r * 0.7),
+                            f"{share * 100:.0f}%", small, (255, 255, 255) if np.mean(colours[i]) < 128 else (0, 0, 0),
+                            anchor="mm")
+            start = end
+        if kind == "donut":
+            hole = r * rng.uniform(0.4, 0.65)
+            canvas.draw.ellipse((cx - hole, cy - hole, cx + hole, cy + hole), fill=page.getpixel((cx, cy)))
+        return canvas.image, canvas.mask
+    horizontal = kind == "horizontal bars"
+    label_room = max(int(small.getlength(c)) for c in categories) + 6 if horizontal else size + 6
+    left = margin + (label_room if horizontal else 3 * size)
+    bottom = h - margin - (size + 4 if horizontal else label_room)
+    if rng.random() < 0.4:  # an axis title under the axis
+        bottom -= size + 2
+        canvas.text(((left + right) // 2, h - margin), word(rng), small, ink, anchor="md")
+    if right - left < 20 or bottom - top < 20:
+        return canvas.image, canvas.mask  # too small for a plot: the title alone
+    steps, step_value = rng.randint(3, 6), rng.choice((1, 2, 5, 10, 20, 25, 50, 100, 250, 1000))
+    grid = rng.random() < 0.5
+    for t in range(steps + 1):
+        value = _tick(t * step_value)
+        if horizontal:
+            x = left + t * (right - left) // steps
+            canvas.text((x, bottom + 3), value, small, ink, anchor="ma")
+            if grid:
+                canvas.draw.line((x, top, x, bottom), fill=tuple((c + int(behind)) // 2 for c in ink))
+        else:
+            y = bottom - t * (bottom - top) // steps
+            canvas.text((left - 4, y), value, small, ink, anchor="rm")
+            if grid:
+                canvas.draw.line((left, y, right, y), fill=tuple((c + int(behind)) // 2 for c in ink))
+    canvas.draw.line([(left, top), (left, bottom), (right, bottom)], fill=ink, width=rng.choice((1, 1, 2)))
+    n = len(categories)
+    along = (bottom - top if horizontal else right - left) / n
+    values = [[rng.uniform(0.05, 0.95 / (series if kind == "stacked bars" else 1)) for _ in categories]
+              for _ in range(series)]
+    for i, category in enumerate(categories):
+        middle = (top if horizontal else left) + along * (i + 0.5)
+        if horizontal:
+            canvas.text((left - 4, middle), category, small, ink, anchor="rm")
+        else:
+            canvas.text((middle, bottom + 3), category, small, ink, anchor="ma")
+    extent = (right - left) if horizontal else (bottom - top)
+    for s in range(series):
+        points = []
+        for i in range(n):
+            middle = (top if horizontal else left) + along * (i + 0.5)
+            base = sum(values[k][i] for k in range(s)) if kind == "stacked bars" else 0.0
+            low, high = base * extent, (base + values[s][i]) * extent
+            if kind in ("bars", "stacked bars", "horizontal bars"):
+                width = along * 0.7 / (series if kind != "stacked bars" else 1)
+                offset = -along * 0.35 + width * (s if kind != "stacked bars" else 0)
+                box = ((left + low, middle + offset, left + high, middle + offset + width) if horizontal else
+                       (middle + offset, bottom - high, middle + offset + width, bottom - low))
+                canvas.draw.rectangle(box, fill=colours[s])
+                if series == 1 and rng.random() < 0.3:  # the value beside its bar
+                    at = (box[2] + 3, (box[1] + box[3]) / 2) if horizontal else ((box[0] + box[2]) / 2, box[1] - 2)
+                    canvas.text(at, _tick(round(values[s][i] * steps * step_value)), small, ink,
+                                anchor="lm" if horizontal else "md")
+            points.append((middle, bottom - high))
+        if kind in ("lines", "area"):
+            if kind == "area":
+                canvas.draw.polygon([(points[0][0], bottom), *points, (points[-1][0], bottom)], fill=colours[s])
+            canvas.draw.line(points, fill=colours[s], width=rng.choice((1, 2, 3)))
+        if kind in ("lines", "dots"):
+            r = max(2, size // 4)
+            for x, y in points:
+                canvas.draw.ellipse((x - r, y - r, x + r, y + r), fill=colours[s])
+    return canvas.image, canvas.mask
+
+
 GENERATORS = {"text": free_text, "document": document, "screenshot": screenshot, "slide": slide, "sign": sign,
-              "label": label, "drawing": drawing, "illustration": illustration}
+              "label": label, "drawing": drawing, "illustration": illustration, "chart": figure}
 
 
 def text_regions(mask: Image.Image, side: int = 96) -> tuple[bool, ...]:
@@ -726,7 +854,7 @@ def chart(rng: random.Random, kind: str, face: str | None) -> Image.Image:
 
 def charts(n: int = 120) -> list[tuple[str, Image.Image]]:
     """n charts, CHART_KINDS in turn, in Pillow's font and NOTICE_FACES by turns: (name, image) pairs, a fixed set
-    drawn by no training generator."""
+    drawn by no training generator (the chart source, `figure`, draws made-up words in any font, other layouts)."""
     faces = notice_faces()
     rng = random.Random("charts")
     out = []
