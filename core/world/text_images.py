@@ -667,26 +667,25 @@ def figure(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     if right - left < 20 or bottom - top < 20:
         return canvas.image, canvas.mask  # too small for a plot: the title alone
     steps, step_value = rng.randint(3, 6), rng.choice((1, 2, 5, 10, 20, 25, 50, 100, 250, 1000))
-    grid = rng.random() < 0.5
+    grid = tuple((c + int(behind)) // 2 for c in ink) if rng.random() < 0.5 else None  # half-way to the page
     for t in range(steps + 1):
         value = _tick(t * step_value)
         if horizontal:
             x = left + t * (right - left) // steps
             canvas.text((x, bottom + 3), value, small, ink, anchor="ma")
             if grid:
-                canvas.draw.line((x, top, x, bottom), fill=tuple((c + int(behind)) // 2 for c in ink))
+                canvas.draw.line((x, top, x, bottom), fill=grid)
         else:
             y = bottom - t * (bottom - top) // steps
             canvas.text((left - 4, y), value, small, ink, anchor="rm")
             if grid:
-                canvas.draw.line((left, y, right, y), fill=tuple((c + int(behind)) // 2 for c in ink))
+                canvas.draw.line((left, y, right, y), fill=grid)
     canvas.draw.line([(left, top), (left, bottom), (right, bottom)], fill=ink, width=rng.choice((1, 1, 2)))
-    n = len(categories)
-    along = (bottom - top if horizontal else right - left) / n
+    along = (bottom - top if horizontal else right - left) / len(categories)
+    middles = [(top if horizontal else left) + along * (i + 0.5) for i in range(len(categories))]
     values = [[rng.uniform(0.05, 0.95 / (series if kind == "stacked bars" else 1)) for _ in categories]
               for _ in range(series)]
-    for i, category in enumerate(categories):
-        middle = (top if horizontal else left) + along * (i + 0.5)
+    for middle, category in zip(middles, categories):
         if horizontal:
             canvas.text((left - 4, middle), category, small, ink, anchor="rm")
         else:
@@ -694,8 +693,7 @@ def figure(rng: random.Random, split: str) -> tuple[Image.Image, Image.Image]:
     extent = (right - left) if horizontal else (bottom - top)
     for s in range(series):
         points = []
-        for i in range(n):
-            middle = (top if horizontal else left) + along * (i + 0.5)
+        for i, middle in enumerate(middles):
             base = sum(values[k][i] for k in range(s)) if kind == "stacked bars" else 0.0
             low, high = base * extent, (base + values[s][i]) * extent
             if kind in ("bars", "stacked bars", "horizontal bars"):
