@@ -314,3 +314,16 @@ def test_the_heldout_views_are_views_of_the_heldout_photographs(tmp_path):
         view = Image.open(path)
         assert view.tobytes() == photos.sample("heldout", i, "layout", "photo").image.tobytes()
     assert len({Image.open(p).size for p in paths}) > 1  # random crops and aspect ratios, not one size
+
+
+def test_a_boost_that_weighs_no_task_is_refused():
+    """A misspelt --boost name, or a source's task without --by-source, would train as if it were not there."""
+    from core.training.target import check_boost
+
+    check_boost({"photos/read": 3, "@sign": 2, "photos/read@chart": 4, "ocr": 3}, "world,photos", by_source=True)
+    with pytest.raises(ValueError, match="photos/raed"):
+        check_boost({"photos/raed": 3}, "world,photos", by_source=True)
+    with pytest.raises(ValueError, match="--by-source"):
+        check_boost({"photos/read@sign": 3}, "world,photos", by_source=False)
+    with pytest.raises(ValueError, match="photos/read"):  # the world mix has no photos tasks
+        check_boost({"photos/read": 3}, "world", by_source=False)

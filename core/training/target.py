@@ -22,7 +22,7 @@ Learning a VLM from scratch on two CPU cores is slow, so the recipe is built for
 - `--boost photos/read:3`: a task drawn three times as often (a sparse answer, as whether an image holds text,
   learns too slowly at its share of the batch); `--by-source` weighs each photos task per image source
   ("photos/read@sign", boosted by "photos/read", "@sign" or itself), so the one source whose reading answers are
-  still wrong gets the batches instead of a tenth of the task's;
+  still wrong gets the batches instead of a tenth of the task's; a name that weighs no task is refused;
 - `--paired P`: that share of reading and describing samples followed by their image asked the other question (the
   two typed in one form), since their wordings differ in a word or two ("What's in the image?" / "What text is in the
   image?");
@@ -270,9 +270,7 @@ class TaskSampler:
     def factor(self, task: str) -> float:
         """A task's boost: the product of its own ("photos/read@sign"), its task's ("photos/read") and its source's
         ("@sign") factors."""
-        name, at, source = task.partition(mix.AT)
-        keys = {task, name} | ({at + source} if at else set())
-        return float(np.prod([self.boost.get(k, 1.0) for k in keys]))
+        return float(np.prod([self.boost.get(k, 1.0) for k in boost_names(task)]))
 
     def draw(self, n: int) -> list[str]:
         weights = [max(v, self.floor) * self.factor(t) for t, v in self.wrong.items()]
@@ -285,6 +283,22 @@ class TaskSampler:
             self.wrong[task] = 0.9 * self.wrong[task] + 0.1 * wrong
 
 
+def boost_names(task: str) -> set[str]:
+    """The --boost names that weigh `task`: itself, its task across sources and its source."""
+    name, at, source = task.partition(mix.AT)
+    return {task, name} | ({at + source} if at else set())
+
+
+def check_boost(boost: dict[str, float], mixture: str, by_source: bool) -> None:
+    """A misspelt --boost name would weigh nothing and say nothing: every name must weigh some task of the mix."""
+    tasks = [t for s in mix.sources(mixture) for t in mix.tasks(mixture, s, by_source)]
+    if unknown := set(boost) - set().union(*map(boost_names, tasks)):
+        names = sorted({t.partition(mix.AT)[0] for t in tasks})
+        per_source = "TASK@SOURCE or @SOURCE" if by_source else "TASK@SOURCE needs --by-source"
+        raise ValueError(f"--boost: {sorted(unknown)} weigh no task of the mix {mixture!r}; the tasks are {names} "
+                         f"({per_source})")
+
+
 def factors(spec: str) -> dict[str, float]:
     """The syntax of --boost and --form-weights, "photos/read:3,chart:2", as {name: factor}."""
     return {name: float(factor) for name, factor in (item.rsplit(":", 1) for item in spec.split(",") if item)}
@@ -295,6 +309,8 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
 
     if cfg.freeze_vision and cfg.freeze_language:
         raise ValueError("--freeze-vision and --freeze-language together leave nothing to train")
+    boost = factors(cfg.boost)
+    check_boost(boost, cfg.mix, cfg.by_source)
     torch.manual_seed(cfg.seed)
     # A checkpoint of another image side (runs 1-15: 96x96, 16-pixel patches) continues as one of `size`'s; one of
     # the same side keeps its own tower (a new one from core/training/tower.py).
@@ -321,7 +337,6 @@ def train(cfg: TargetTrainConfig, size: TargetSize = TargetSize()) -> VisionLang
     sched = get_cosine_schedule_with_warmup(opt, cfg.warmup, cfg.steps)
     # One sampler per source: world scenes keep their share of every batch, so learning photographs (whose families
     # start far more often wrong) does not starve the world's families and make the target forget them.
-    boost = factors(cfg.boost)
     samplers = {source: TaskSampler(mix.tasks(cfg.mix, source, cfg.by_source), seed=cfg.seed, boost=boost)
                 for source in mix.sources(cfg.mix)}
     n_world = cfg.batch if len(samplers) == 1 else round(cfg.batch * cfg.world_share)
