@@ -1,13 +1,16 @@
 """A checkpoint whose weights are a weighted mean of two checkpoints of one architecture.
 
-Not part of the app: the shipped target, run 60, is run 25 and run 50 averaged by it (RUNk: run k's output
+Not part of the app: the shipped target, run 71, is run 60 and run 70 averaged by it (RUNk: run k's output
 directory).
 
-    python scripts/soup.py --a RUN25 --b RUN50 --weight 0.4 --out runs/target-60
+    python scripts/soup.py --a RUN60 --b RUN70 --weight 0.7 --out runs/target-71
+    python scripts/soup.py --a assets/models/massv --b runs/massv-71 --weight 0.5 --out runs/massv-soup50
 
-Every tensor of the result is (1 - weight) x a's + weight x b's, computed in float32 and stored in b's dtype; the other
+Every tensor of every `*.safetensors` file (a target's `model.safetensors`; a MASSV drafter's language model and its
+`projector.safetensors`) is (1 - weight) x a's + weight x b's, computed in float32 and stored in b's dtype; the other
 files (config, tokenizer, logs) are b's. Two targets that share a language model and differ in their towers (a
-`train target --freeze-language` run and its start) give a tower between the two, at no training cost.
+`train target --freeze-language` run and its start) give a tower between the two, at no training cost; a drafter
+and its continuation on a new target's answers, a drafter between the two.
 """
 from __future__ import annotations
 
@@ -17,19 +20,25 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-WEIGHTS = "model.safetensors"
-
 
 def soup(a: Path, b: Path, weight: float, out: Path) -> None:
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"--weight must be in [0, 1], got {weight}")
-    first, second = load_file(a / WEIGHTS), load_file(b / WEIGHTS)
-    if first.keys() != second.keys():
-        raise ValueError(f"{a} and {b} hold different tensors: {sorted(first.keys() ^ second.keys())[:5]}")
+    files = sorted(p.name for p in b.glob("*.safetensors"))
+    if not files or files != sorted(p.name for p in a.glob("*.safetensors")):
+        raise ValueError(f"{a} and {b} hold different weight files: {sorted(p.name for p in a.glob('*.safetensors'))} "
+                         f"against {files}")
+    for name in files:
+        first, second = load_file(a / name), load_file(b / name)
+        if first.keys() != second.keys():
+            raise ValueError(f"{a / name} and {b / name} hold different tensors: "
+                             f"{sorted(first.keys() ^ second.keys())[:5]}")
     shutil.copytree(b, out)
-    mixed = {name: ((1 - weight) * first[name].float() + weight * tensor.float()).to(tensor.dtype)
-             for name, tensor in second.items()}
-    save_file(mixed, out / WEIGHTS, metadata={"format": "pt"})
+    for name in files:
+        first, second = load_file(a / name), load_file(b / name)
+        mixed = {key: ((1 - weight) * first[key].float() + weight * tensor.float()).to(tensor.dtype)
+                 for key, tensor in second.items()}
+        save_file(mixed, out / name, metadata={"format": "pt"})
 
 
 def main() -> None:
