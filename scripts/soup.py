@@ -4,7 +4,7 @@ Not part of the app: the shipped target, run 71, is run 60 and run 70 averaged b
 directory).
 
     python scripts/soup.py --a RUN60 --b RUN70 --weight 0.7 --out runs/target-71
-    python scripts/soup.py --a assets/models/massv --b runs/massv-71 --weight 0.5 --out runs/massv-soup50
+    python scripts/soup.py --a assets/models/massv --b runs/massv-71 --weight 0.7 --out runs/massv-soup70
 
 Every tensor of every `*.safetensors` file (a target's `model.safetensors`; a MASSV drafter's language model and its
 `projector.safetensors`) is (1 - weight) x a's + weight x b's, computed in float32 and stored in b's dtype; the other
@@ -24,18 +24,16 @@ from safetensors.torch import load_file, save_file
 def soup(a: Path, b: Path, weight: float, out: Path) -> None:
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"--weight must be in [0, 1], got {weight}")
-    files = sorted(p.name for p in b.glob("*.safetensors"))
-    if not files or files != sorted(p.name for p in a.glob("*.safetensors")):
-        raise ValueError(f"{a} and {b} hold different weight files: {sorted(p.name for p in a.glob('*.safetensors'))} "
-                         f"against {files}")
-    for name in files:
-        first, second = load_file(a / name), load_file(b / name)
+    files, files_of_a = (sorted(p.name for p in d.glob("*.safetensors")) for d in (b, a))
+    if not files or files != files_of_a:
+        raise ValueError(f"{a} and {b} hold different weight files: {files_of_a} against {files}")
+    pairs = {name: (load_file(a / name), load_file(b / name)) for name in files}
+    for name, (first, second) in pairs.items():
         if first.keys() != second.keys():
             raise ValueError(f"{a / name} and {b / name} hold different tensors: "
                              f"{sorted(first.keys() ^ second.keys())[:5]}")
     shutil.copytree(b, out)
-    for name in files:
-        first, second = load_file(a / name), load_file(b / name)
+    for name, (first, second) in pairs.items():
         mixed = {key: ((1 - weight) * first[key].float() + weight * tensor.float()).to(tensor.dtype)
                  for key, tensor in second.items()}
         save_file(mixed, out / name, metadata={"format": "pt"})

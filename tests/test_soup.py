@@ -22,7 +22,8 @@ def checkpoint(path: Path, scale: float, files=("model.safetensors", "projector.
 def test_every_weight_file_is_mixed_and_the_rest_is_b(tmp_path):
     a, b = checkpoint(tmp_path / "a", 1.0), checkpoint(tmp_path / "b", 5.0)
     soup.soup(a, b, 0.25, tmp_path / "out")
-    assert torch.equal(load_file(tmp_path / "out" / "model.safetensors")["w"], torch.full((2, 3), 2.0, dtype=torch.bfloat16))
+    assert torch.equal(load_file(tmp_path / "out" / "model.safetensors")["w"],
+                       torch.full((2, 3), 2.0, dtype=torch.bfloat16))
     assert torch.equal(load_file(tmp_path / "out" / "projector.safetensors")["w"],
                        torch.full((2, 3), 4.0, dtype=torch.bfloat16))
     assert (tmp_path / "out" / "config.json").read_text() == '{"scale": 5.0}'
